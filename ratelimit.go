@@ -275,61 +275,66 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // else is ErrInvalidCost with nothing recorded. A denial records nothing.
 // A store failure returns ErrStore and the zero Decision.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	req, err := l.request(ctx, key)
-	if err != nil {
+	p := l.policy.Load()
+	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	if n < 1 || n > req.Policy.Limit {
-		return Decision{}, fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, req.Policy.Limit)
+	if n < 1 || n > p.Limit {
+		return Decision{}, fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, p.Limit)
 	}
-	req.Cost = n
-	return l.take(ctx, req)
-}
-
-// Peek reports key's quota without consuming any: Allowed tells whether a
-// request of cost 1 would be admitted now, Remaining how many would.
-func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
-	req, err := l.request(ctx, key)
-	if err != nil {
-		return Decision{}, err
-	}
-	return l.take(ctx, req)
-}
-
-// Reset forgets key's history under the current algorithm: its full quota
-// is available at once.
-func (l *Limiter) Reset(ctx context.Context, key string) error {
-	req, err := l.request(ctx, key)
-	if err != nil {
-		return err
-	}
-	if err := l.store.Reset(ctx, req); err != nil {
-		return storeError(err)
-	}
-	return nil
-}
-
-func (l *Limiter) take(ctx context.Context, req Request) (Decision, error) {
-	d, err := l.store.Take(ctx, req)
+	// The request is built in the call: this is the hot path, and a Request
+	// passed through helpers is copied at each step.
+	d, err := l.store.Take(ctx, Request{Prefix: l.prefix, Key: key, Policy: *p, Cost: n, Now: l.now()})
 	if err != nil {
 		return Decision{}, storeError(err)
 	}
 	return d, nil
 }
 
-// request validates the arguments common to every call.
-func (l *Limiter) request(ctx context.Context, key string) (Request, error) {
+// Peek reports key's quota without consuming any: Allowed tells whether a
+// request of cost 1 would be admitted now, Remaining how many would.
+func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
+	if err := checkArgs(ctx, key); err != nil {
+		return Decision{}, err
+	}
+	d, err := l.store.Take(ctx, l.request(key))
+	if err != nil {
+		return Decision{}, storeError(err)
+	}
+	return d, nil
+}
+
+// Reset forgets key's history under the current algorithm: its full quota
+// is available at once.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := checkArgs(ctx, key); err != nil {
+		return err
+	}
+	if err := l.store.Reset(ctx, l.request(key)); err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+// request is a peek at key under the current policy.
+func (l *Limiter) request(key string) Request {
+	return Request{Prefix: l.prefix, Key: key, Policy: *l.policy.Load(), Now: l.now()}
+}
+
+// now is the Limiter's clock, or the zero time for the store's own.
+func (l *Limiter) now() time.Time {
+	if l.clock == nil {
+		return time.Time{}
+	}
+	return l.clock()
+}
+
+// checkArgs validates the arguments common to every call.
+func checkArgs(ctx context.Context, key string) error {
 	if ctx == nil {
-		return Request{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if err := ValidateKey(key); err != nil {
-		return Request{}, err
-	}
-	req := Request{Prefix: l.prefix, Key: key, Policy: *l.policy.Load()}
-	if l.clock != nil {
-		req.Now = l.clock()
-	}
-	return req, nil
+	return ValidateKey(key)
 }
 
 // ValidateKey reports, wrapping ErrInvalidKey, why key cannot be used.

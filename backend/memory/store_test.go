@@ -1,0 +1,108 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/stretchr/testify/require"
+)
+
+type manualClock struct{ now time.Time }
+
+func (c *manualClock) Now() time.Time { return c.now }
+
+func newLimiter(t testing.TB, s *Store, p ratelimit.Policy, clock func() time.Time) *ratelimit.Limiter {
+	l, err := ratelimit.New(s, p, ratelimit.WithClock(clock))
+	require.NoError(t, err)
+	return l
+}
+
+func TestHoldsAtMostMaxKeys(t *testing.T) {
+	s := New(WithMaxKeys(1000), WithShards(8), WithSweepInterval(0))
+	defer s.Close()
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(t, s, ratelimit.PerMinute(10), clock.Now)
+	for i := 0; i < 10_000; i++ {
+		_, err := l.Allow(context.Background(), fmt.Sprint("key-", i))
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, s.Len(), 1000)
+	require.GreaterOrEqual(t, s.Len(), 900, "the bound is split over shards, but nearly all of it is used")
+}
+
+func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s := New(WithClock(clock.Now), WithSweepInterval(0))
+	defer s.Close()
+	ctx := context.Background()
+	for _, p := range []ratelimit.Policy{{Limit: 5, Window: time.Second}, {Limit: 5, Window: time.Second, Algorithm: ratelimit.FixedWindow}} {
+		l := newLimiter(t, s, p, clock.Now)
+		_, err := l.Allow(ctx, "old")
+		require.NoError(t, err)
+	}
+	clock.now = clock.now.Add(1500 * time.Millisecond)
+	l := newLimiter(t, s, ratelimit.PerSecond(5), clock.Now)
+	_, err := l.Allow(ctx, "recent")
+	require.NoError(t, err)
+	_, err = l.Peek(ctx, "peeked") // a peek stores nothing
+	require.NoError(t, err)
+	require.Equal(t, 3, s.Len())
+
+	require.Equal(t, 2, s.Sweep(), "both states of \"old\" are idle")
+	require.Equal(t, 1, s.Len())
+	d, err := l.Peek(ctx, "recent")
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Count, "a key still in its window keeps its history")
+}
+
+func TestSweeperRunsInTheBackgroundUntilClose(t *testing.T) {
+	s := New(WithSweepInterval(5 * time.Millisecond))
+	l, err := ratelimit.New(s, ratelimit.Policy{Limit: 1, Window: time.Millisecond})
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Len() == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close is idempotent")
+	_, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err, "a closed store still answers")
+}
+
+func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s := New(WithSweepInterval(0))
+	defer s.Close()
+	l := newLimiter(t, s, ratelimit.PerMinute(100), clock.Now)
+	for i := 0; i < 100_000; i++ {
+		clock.now = clock.now.Add(time.Microsecond)
+		_, err := l.Allow(context.Background(), "abuser")
+		require.NoError(t, err)
+	}
+	sh := s.shard("abuser")
+	st, ok := sh.keys.Peek(stateKey{ratelimit.DefaultPrefix, "abuser", ratelimit.SlidingWindow})
+	require.True(t, ok)
+	require.Equal(t, 100, st.log.Len())
+}
+
+func TestWarmKeyDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	s := New(WithSweepInterval(0))
+	defer s.Close()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+		l := newLimiter(t, s, ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}, clock.Now)
+		ctx := context.Background()
+		allocs := testing.AllocsPerRun(10_000, func() {
+			clock.now = clock.now.Add(3 * time.Millisecond) // admits and prunes in turn
+			_, _ = l.Allow(ctx, "warm")
+		})
+		require.Zero(t, allocs, alg.String())
+	}
+	runtime.KeepAlive(s)
+}
