@@ -1,0 +1,67 @@
+// Package script holds the Lua scripts that make each decision on a Redis
+// protocol server, the one copy shared by the Redis and Valkey backends, and
+// the Go side of their calling convention: keys, arguments, reply.
+package script
+
+import (
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/algorithm"
+)
+
+var (
+	//go:embed sliding.lua
+	Sliding string
+	//go:embed fixed.lua
+	Fixed string
+)
+
+// TTLSlack is how much longer than the window a key lives after its last
+// write (on top of the window), as a safety net: state that nobody uses
+// disappears by itself.
+const TTLSlack = 1000 // ms
+
+// Source is the script deciding requests under alg.
+func Source(alg ratelimit.Algorithm) string {
+	if alg == ratelimit.FixedWindow {
+		return Fixed
+	}
+	return Sliding
+}
+
+// Keys are the server keys of req's state; they share one hash tag, so one
+// script may touch them all on a cluster.
+func Keys(req ratelimit.Request) []string {
+	k := req.StoreKey()
+	if req.Policy.Algorithm == ratelimit.FixedWindow {
+		return []string{k}
+	}
+	return []string{k, k + ":seq"}
+}
+
+// Args are the script's arguments for req.
+func Args(req ratelimit.Request) []string {
+	now := "" // the server's TIME
+	if !req.Now.IsZero() {
+		now = strconv.FormatInt(algorithm.Micros(req.Now), 10)
+	}
+	return []string{
+		strconv.Itoa(req.Policy.Limit),
+		strconv.FormatInt(algorithm.WindowMicros(req.Policy), 10),
+		strconv.Itoa(req.Cost),
+		now,
+		strconv.Itoa(TTLSlack),
+	}
+}
+
+// Decision reads the script's reply for a request under limit.
+func Decision(reply []int64, limit int) (ratelimit.Decision, error) {
+	if len(reply) != 4 {
+		return ratelimit.Decision{}, fmt.Errorf("unexpected script reply %v", reply)
+	}
+	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: int(reply[1]), ResetAt: reply[2], RetryAfter: reply[3]}
+	return out.Decision(limit), nil
+}

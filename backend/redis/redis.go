@@ -1,0 +1,139 @@
+// Package redis is the ratelimit.Store on Redis (or any server speaking its
+// protocol and Lua), through github.com/redis/go-redis/v9.
+//
+// Each decision is one Lua script (shared with the Valkey backend) run with
+// EVALSHA: one round trip, atomic on the server, so any number of app
+// instances sharing the server enforce one limit. After a SCRIPT FLUSH or a
+// restart the server answers NOSCRIPT, and go-redis sends the script again
+// with EVAL, transparently. Reset is one DEL.
+//
+// Keys look like "ratelimit:{user42}:sw" (the log) and "ratelimit:{user42}:sw:seq"
+// (the counter naming its entries), or "ratelimit:{user42}:fw" for a fixed
+// window. The braces are a Cluster hash tag: all the keys of one user are in
+// one slot. Every write sets a TTL of the window plus a second, so idle keys
+// disappear by themselves.
+//
+// # Deadlines
+//
+// go-redis honours a context's deadline only on a client built with
+// ContextTimeoutEnabled: true; give the store such a client. On any other
+// client, the store itself returns when the context is done (the command then
+// finishes in the background, at the cost of a goroutine per call). Either way
+// a call that timed out may still have been decided on the server.
+//
+// # Clock
+//
+// By default the script reads the server's clock (TIME), so app instances
+// whose clocks disagree still share one window. ratelimit.WithClock sends the
+// client's time instead: deterministic (tests), but then the instances'
+// clocks must agree, or the window of each is shifted by its skew.
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/internal/script"
+)
+
+// Client is what the store needs of a go-redis client; redis.Client,
+// redis.ClusterClient, redis.Ring and a failover client all have it, as does
+// redis.UniversalClient.
+type Client interface {
+	goredis.Scripter
+	Del(ctx context.Context, keys ...string) *goredis.IntCmd
+}
+
+// Store is the Redis ratelimit.Store. It holds no state of its own and does
+// not own the client: close the client when done.
+type Store struct {
+	client  Client
+	sliding *goredis.Script
+	fixed   *goredis.Script
+	// honoursContext: the client stops waiting for the server when the
+	// context is done (ContextTimeoutEnabled).
+	honoursContext bool
+}
+
+// New returns a Store deciding on client's server.
+func New(client Client) *Store {
+	return &Store{
+		client:  client,
+		sliding: goredis.NewScript(script.Sliding),
+		fixed:   goredis.NewScript(script.Fixed),
+
+		honoursContext: contextTimeoutEnabled(client),
+	}
+}
+
+func contextTimeoutEnabled(client Client) bool {
+	switch c := client.(type) {
+	case interface{ Options() *goredis.Options }: // Client, failover client
+		return c.Options().ContextTimeoutEnabled
+	case interface{ Options() *goredis.ClusterOptions }:
+		return c.Options().ContextTimeoutEnabled
+	case interface{ Options() *goredis.RingOptions }:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Take implements ratelimit.Store: one EVALSHA.
+func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	sc := s.sliding
+	if req.Policy.Algorithm == ratelimit.FixedWindow {
+		sc = s.fixed
+	}
+	strArgs := script.Args(req)
+	args := make([]any, len(strArgs))
+	for i, a := range strArgs {
+		args[i] = a
+	}
+	reply, err := s.run(ctx, sc, script.Keys(req), args)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
+	}
+	d, err := script.Decision(reply, req.Policy.Limit)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
+	}
+	return d, nil
+}
+
+// Reset implements ratelimit.Store: one DEL of the key's state.
+func (s *Store) Reset(ctx context.Context, req ratelimit.Request) error {
+	err := s.bounded(ctx, func(ctx context.Context) error { return s.client.Del(ctx, script.Keys(req)...).Err() })
+	if err != nil {
+		return fmt.Errorf("ratelimit/redis: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args []any) (reply []int64, err error) {
+	err = s.bounded(ctx, func(ctx context.Context) error {
+		reply, err = sc.Run(ctx, s.client, keys, args...).Int64Slice()
+		return err
+	})
+	return reply, err
+}
+
+// bounded runs call, returning no later than when ctx is done.
+func (s *Store) bounded(ctx context.Context, call func(context.Context) error) error {
+	if s.honoursContext || ctx.Done() == nil {
+		return call(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

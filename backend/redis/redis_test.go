@@ -1,0 +1,226 @@
+package redis_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/internal/script"
+	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	os.Exit(code)
+}
+
+// client is a new client of the test server, closed after the test.
+func client(t testing.TB) *goredis.Client {
+	srv := testserver.Get(t, testserver.Redis)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	t.Logf("server: %s", testserver.Get(t, testserver.Redis).Origin)
+	conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(client(t)) })
+}
+
+// A real one-node Redis Cluster: a script touching keys of two slots fails
+// there with CROSSSLOT, so the whole suite passing proves the hash tags.
+func TestConformanceOnACluster(t *testing.T) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not on PATH")
+		}
+		t.Skip("redis-server is not on PATH")
+	}
+	srv, err := testserver.StartBinary(path, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	ctx := context.Background()
+	require.NoError(t, admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	require.Eventually(t, func() bool {
+		info, err := admin.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	conformance.Run(t, func(t *testing.T) ratelimit.Store {
+		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}})
+		t.Cleanup(func() { _ = c.Close() })
+		return redis.New(c)
+	})
+}
+
+func newLimiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
+	t.Helper()
+	opts = append([]ratelimit.Option{ratelimit.WithPrefix(prefix(t))}, opts...)
+	l, err := ratelimit.New(s, p, opts...)
+	require.NoError(t, err)
+	return l
+}
+
+func prefix(t *testing.T) string { return "test:" + t.Name() + ":" }
+
+func TestRecoversFromScriptFlush(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg})
+		for i := 1; i <= 3; i++ {
+			require.NoError(t, c.ScriptFlush(ctx).Err())
+			d, err := l.Allow(ctx, "user")
+			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH", alg, i)
+			require.Equal(t, i, d.Count, "%v: counted once", alg)
+		}
+	}
+}
+
+// commandStats reads the calls of every command from INFO commandstats.
+func commandStats(t *testing.T, c *goredis.Client) map[string]int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	calls := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return calls
+}
+
+// countingHook counts the commands the client sends (each of a pipeline).
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestOneDecisionIsOneCommand(t *testing.T) {
+	c, admin := client(t), client(t)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	ctx := context.Background()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: 5, Window: time.Minute, Algorithm: alg})
+		_, err := l.Allow(ctx, "warm-up") // loads the script (NOSCRIPT, then EVAL) once
+		require.NoError(t, err)
+		const decisions = 20
+		before, sent := commandStats(t, admin), hook.n.Load()
+		for i := 0; i < decisions; i++ {
+			_, err := l.Allow(ctx, "user")
+			require.NoError(t, err)
+		}
+		after := commandStats(t, admin)
+		require.Equal(t, int64(decisions), hook.n.Load()-sent, "%v: commands sent by the client", alg)
+		require.Equal(t, int64(decisions), after["evalsha"]-before["evalsha"], "%v: EVALSHA calls on the server", alg)
+		require.Equal(t, before["eval"], after["eval"], "%v: no EVAL once the script is cached", alg)
+	}
+}
+
+func TestKeysShareOneHashTag(t *testing.T) {
+	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+			req := ratelimit.Request{Prefix: ratelimit.DefaultPrefix, Key: key, Policy: ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: alg}}
+			keys := script.Keys(req)
+			for _, k := range keys {
+				require.NotEmpty(t, hashTag(k), "key %q: %q has no hash tag", key, k)
+				require.Equal(t, hashTag(keys[0]), hashTag(k), "key %q: %q", key, k)
+			}
+		}
+	}
+}
+
+// hashTag is Redis Cluster's rule: the text between the first '{' and the
+// first '}' after it, if not empty.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return ""
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return ""
+	}
+	return key[open+1 : open+1+end]
+}
+
+func TestMemoryOfAFullKey(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	for _, limit := range []int{100, 1000} {
+		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: limit, Window: time.Minute})
+		// Fill the key three times, so the entry ids have gone round.
+		for i := 0; i < 3; i++ {
+			require.NoError(t, l.Reset(ctx, "user"))
+			for j := 0; j < limit; j++ {
+				_, err := l.Allow(ctx, "user")
+				require.NoError(t, err)
+			}
+		}
+		keys := script.Keys(ratelimit.Request{Prefix: prefix(t), Key: "user", Policy: l.Policy()})
+		require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
+		log, seq := c.MemoryUsage(ctx, keys[0]).Val(), c.MemoryUsage(ctx, keys[1]).Val()
+		t.Logf("limit %d: MEMORY USAGE %d B for the log, %d B for its counter", limit, log, seq)
+		if limit == 100 {
+			require.LessOrEqual(t, log, int64(1500), "a full key at limit 100")
+		}
+		ttl := c.PTTL(ctx, keys[0]).Val()
+		require.Greater(t, ttl, time.Minute-time.Second, "the TTL covers the window")
+		require.LessOrEqual(t, ttl, time.Minute+time.Duration(script.TTLSlack)*time.Millisecond)
+	}
+}
+
+func TestHonoursTheContextDeadline(t *testing.T) {
+	srv := testserver.Get(t, testserver.Redis)
+	for _, enabled := range []bool{true, false} {
+		t.Run("ContextTimeoutEnabled="+strconv.FormatBool(enabled), func(t *testing.T) {
+			c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: enabled})
+			defer c.Close()
+			admin := client(t)
+			ctx := context.Background()
+			l := newLimiter(t, redis.New(c), ratelimit.PerMinute(10))
+			_, err := l.Allow(ctx, "user") // connection and script ready
+			require.NoError(t, err)
+
+			sleeping := make(chan error, 1)
+			go func() { sleeping <- admin.Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
+			time.Sleep(50 * time.Millisecond) // let the server fall asleep
+			deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			began := time.Now()
+			_, err = l.Allow(deadline, "user")
+			elapsed := time.Since(began)
+			require.ErrorIs(t, err, ratelimit.ErrStore)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
+			require.NoError(t, <-sleeping)
+		})
+	}
+}

@@ -1,0 +1,234 @@
+// Package testserver gives tests a real Redis-protocol server: the one named
+// by an environment variable, else a server binary from PATH started on a free
+// loopback port with persistence off, else a Docker container when a Docker
+// engine answers. With none of these a test skips, or fails when CI=true.
+//
+// A package starts at most one server of each kind, shared by its tests; its
+// TestMain must call StopAll after m.Run.
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is a server the tests can reach at Addr.
+type Server struct {
+	// Addr is host:port on loopback.
+	Addr string
+	// Origin says what it is: "$REDIS_ADDR", "redis-server 7.0.15", ...
+	Origin string
+
+	binary string // set when this package started it, so it can stop it
+	extra  []string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stop   func() // for a container
+}
+
+// Kind describes where to find one kind of server.
+type Kind struct {
+	Env      string   // the variable naming an existing server
+	Binaries []string // server binaries to try from PATH, in order
+	Image    string   // Docker image (repository), tag "latest"
+}
+
+var (
+	// Redis: $REDIS_ADDR, else redis-server, else the redis image.
+	Redis = Kind{Env: "REDIS_ADDR", Binaries: []string{"redis-server"}, Image: "redis"}
+	// Valkey: $VALKEY_ADDR, else valkey-server, else redis-server (the same
+	// protocol and scripting), else the valkey/valkey image.
+	Valkey = Kind{Env: "VALKEY_ADDR", Binaries: []string{"valkey-server", "redis-server"}, Image: "valkey/valkey"}
+)
+
+var (
+	mu      sync.Mutex
+	started = map[string]*Server{}
+)
+
+// Get returns the package's server of kind k, starting it on first use.
+func Get(t testing.TB, k Kind) *Server {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if s, ok := started[k.Env]; ok {
+		return s
+	}
+	s, err := find(k)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no %s server for the tests, and CI=true: %v", k.Env, err)
+		}
+		t.Skipf("no %s server: %v", k.Env, err)
+	}
+	started[k.Env] = s
+	return s
+}
+
+// StopAll stops every server this package started.
+func StopAll() {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range started {
+		s.Stop()
+	}
+	started = map[string]*Server{}
+}
+
+func find(k Kind) (*Server, error) {
+	if addr := os.Getenv(k.Env); addr != "" {
+		return &Server{Addr: addr, Origin: "$" + k.Env}, waitReady(addr, 5*time.Second)
+	}
+	var errs []error
+	for _, bin := range k.Binaries {
+		path, err := exec.LookPath(bin)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s, err := StartBinary(path)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+	}
+	s, err := startContainer(k.Image)
+	if err == nil {
+		return s, nil
+	}
+	errs = append(errs, err)
+	return nil, errors.Join(errs...)
+}
+
+// StartBinary starts the server binary at path on a free loopback port,
+// with persistence off and the given extra arguments, and waits until it
+// answers.
+func StartBinary(path string, extra ...string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "testserver-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), binary: path, dir: dir, extra: extra}
+	if err := s.start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	version, _ := exec.Command(path, "--version").Output()
+	s.Origin = strings.TrimSpace(string(version))
+	return s, nil
+}
+
+func (s *Server) start() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--protected-mode", "yes", "--enable-debug-command", "local"}
+	s.cmd = exec.Command(s.binary, append(args, s.extra...)...)
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.binary, err)
+	}
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
+	if err := waitReady(s.Addr, 10*time.Second); err != nil {
+		s.kill()
+		return err
+	}
+	return nil
+}
+
+// Stop stops a server this package started (an external one is left alone).
+func (s *Server) Stop() {
+	switch {
+	case s.cmd != nil:
+		s.kill()
+		os.RemoveAll(s.dir)
+	case s.stop != nil:
+		s.stop()
+	}
+}
+
+// Kill stops a started server abruptly, keeping its port for Restart.
+func (s *Server) Kill() error {
+	if s.cmd == nil {
+		return errors.New("testserver: only a server started from a binary can be killed")
+	}
+	s.kill()
+	return nil
+}
+
+// Restart starts a killed server again on the same port, empty.
+func (s *Server) Restart() error {
+	if s.binary == "" {
+		return errors.New("testserver: only a server started from a binary can be restarted")
+	}
+	return s.start()
+}
+
+// Started reports whether this package started the server from a binary
+// (so Kill and Restart work).
+func (s *Server) Started() bool { return s.binary != "" }
+
+func (s *Server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitReady pings addr until it answers PONG.
+func waitReady(addr string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var last error
+	for ctx.Err() == nil {
+		if last = ping(ctx, addr); last == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("server at %s not ready within %v: %w", addr, within, last)
+}
+
+func ping(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
