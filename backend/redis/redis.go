@@ -73,7 +73,9 @@ func contextTimeoutEnabled(client Client) bool {
 	switch c := client.(type) {
 	case interface{ Options() *goredis.Options }: // Client, failover client
 		return c.Options().ContextTimeoutEnabled
-	case interface{ Options() *goredis.ClusterOptions }:
+	case interface {
+		Options() *goredis.ClusterOptions
+	}:
 		return c.Options().ContextTimeoutEnabled
 	case interface{ Options() *goredis.RingOptions }:
 		return c.Options().ContextTimeoutEnabled
