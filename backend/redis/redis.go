@@ -32,11 +32,13 @@ package redis
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/backend/internal/script"
+	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 // Client is what the store needs of a go-redis client; redis.Client,
@@ -56,6 +58,31 @@ type Store struct {
 	// honoursContext: the client stops waiting for the server when the
 	// context is done (ContextTimeoutEnabled).
 	honoursContext bool
+	// policyArgs caches the boxed arguments of the last policy seen.
+	policyArgs atomic.Pointer[policyArgs]
+}
+
+type policyArgs struct {
+	policy        ratelimit.Policy
+	limit, window any
+}
+
+var slackArg any = script.TTLSlack
+
+// args are script.Args as go-redis takes them, without allocating for
+// what does not change between calls: go-redis formats numbers itself, and
+// small integers (a cost up to 255) box without allocating.
+func (s *Store) args(req ratelimit.Request) []any {
+	pa := s.policyArgs.Load()
+	if pa == nil || pa.policy != req.Policy {
+		pa = &policyArgs{policy: req.Policy, limit: req.Policy.Limit, window: algorithm.WindowMicros(req.Policy)}
+		s.policyArgs.Store(pa)
+	}
+	var now any = ""
+	if !req.Now.IsZero() {
+		now = algorithm.Micros(req.Now)
+	}
+	return []any{pa.limit, pa.window, req.Cost, now, slackArg}
 }
 
 // New returns a Store deciding on client's server.
@@ -89,12 +116,7 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	if req.Policy.Algorithm == ratelimit.FixedWindow {
 		sc = s.fixed
 	}
-	strArgs := script.Args(req)
-	args := make([]any, len(strArgs))
-	for i, a := range strArgs {
-		args[i] = a
-	}
-	reply, err := s.run(ctx, sc, script.Keys(req), args)
+	reply, err := s.run(ctx, sc, script.Keys(req), s.args(req))
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
 	}
@@ -107,35 +129,48 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 
 // Reset implements ratelimit.Store: one DEL of the key's state.
 func (s *Store) Reset(ctx context.Context, req ratelimit.Request) error {
-	err := s.bounded(ctx, func(ctx context.Context) error { return s.client.Del(ctx, script.Keys(req)...).Err() })
+	keys := script.Keys(req)
+	_, err := bounded(ctx, s.honoursContext, func(ctx context.Context) (int64, error) {
+		return s.client.Del(ctx, keys...).Result()
+	})
 	if err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	return nil
 }
 
-func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args []any) (reply []int64, err error) {
-	err = s.bounded(ctx, func(ctx context.Context) error {
-		reply, err = sc.Run(ctx, s.client, keys, args...).Int64Slice()
-		return err
+func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args []any) ([]int64, error) {
+	if s.honoursContext || ctx.Done() == nil { // the hot path: no closure
+		return sc.Run(ctx, s.client, keys, args...).Int64Slice()
+	}
+	return bounded(ctx, false, func(ctx context.Context) ([]int64, error) {
+		return sc.Run(ctx, s.client, keys, args...).Int64Slice()
 	})
-	return reply, err
 }
 
-// bounded runs call, returning no later than when ctx is done.
-func (s *Store) bounded(ctx context.Context, call func(context.Context) error) error {
-	if s.honoursContext || ctx.Done() == nil {
+// bounded runs call, returning no later than when ctx is done, unless the
+// client already does (honoured).
+func bounded[T any](ctx context.Context, honoured bool, call func(context.Context) (T, error)) (T, error) {
+	if honoured || ctx.Done() == nil {
 		return call(ctx)
 	}
+	var zero T
 	if err := ctx.Err(); err != nil {
-		return err
+		return zero, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- call(ctx) }()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call(ctx)
+		done <- result{v, err}
+	}()
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 }

@@ -35,14 +35,18 @@ func Source(alg ratelimit.Algorithm) string {
 // Keys are the server keys of req's state; they share one hash tag, so one
 // script may touch them all on a cluster.
 func Keys(req ratelimit.Request) []string {
-	k := req.StoreKey()
 	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		return []string{k}
+		return []string{req.StoreKey()}
 	}
-	return []string{k, k + ":seq"}
+	// One allocation for both: the log's name is a prefix of the counter's.
+	seq := req.StoreKey() + seqSuffix
+	return []string{seq[:len(seq)-len(seqSuffix)], seq}
 }
 
-// Args are the script's arguments for req.
+const seqSuffix = ":seq"
+
+// Args are the script's arguments for req: limit, window (µs), cost, now
+// (µs, or "" for the server's clock), TTL slack (ms).
 func Args(req ratelimit.Request) []string {
 	now := "" // the server's TIME
 	if !req.Now.IsZero() {

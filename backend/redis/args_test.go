@@ -1,0 +1,28 @@
+package redis
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/script"
+)
+
+// The arguments go-redis formats are those of the scripts' convention.
+func TestArgsAreTheScriptsConvention(t *testing.T) {
+	s := New(nil)
+	for _, req := range []ratelimit.Request{
+		{Policy: ratelimit.PerMinute(100), Cost: 1},
+		{Policy: ratelimit.Policy{Limit: 7, Window: 1500 * time.Microsecond, Algorithm: ratelimit.FixedWindow}, Cost: 7, Now: time.UnixMicro(1_700_000_000_123_456)},
+		{Policy: ratelimit.PerHour(100_000), Cost: 0},
+	} {
+		var got []string
+		for _, a := range s.args(req) {
+			got = append(got, fmt.Sprint(a))
+		}
+		require.Equal(t, script.Args(req), got)
+	}
+}
