@@ -10,10 +10,12 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -77,4 +79,14 @@ func BenchmarkRedis(b *testing.B) {
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
 	defer c.Close()
 	benchStore(b, redis.New(c))
+}
+
+func BenchmarkValkey(b *testing.B) {
+	srv := testserver.Get(b, testserver.Valkey)
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	benchStore(b, valkey.New(c))
 }

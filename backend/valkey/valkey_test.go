@@ -1,0 +1,108 @@
+package valkey_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/backend/valkey"
+	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testserver.StopAll()
+	os.Exit(code)
+}
+
+func client(t testing.TB) vk.Client {
+	srv := testserver.Get(t, testserver.Valkey)
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	t.Logf("server: %s", testserver.Get(t, testserver.Valkey).Origin)
+	conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(client(t)) })
+}
+
+func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy) *ratelimit.Limiter {
+	l, err := ratelimit.New(s, p, ratelimit.WithPrefix("test:"+t.Name()+":"))
+	require.NoError(t, err)
+	return l
+}
+
+func TestRecoversFromScriptFlush(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		l := limiter(t, valkey.New(c), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg})
+		for i := 1; i <= 3; i++ {
+			require.NoError(t, c.Do(ctx, c.B().ScriptFlush().Build()).Error())
+			d, err := l.Allow(ctx, "user")
+			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH", alg, i)
+			require.Equal(t, i, d.Count, "%v: counted once", alg)
+		}
+	}
+}
+
+// Both backends share scripts, key names and the server clock: requests
+// through either count against one limit.
+func TestSharesStateWithTheRedisBackend(t *testing.T) {
+	srv := testserver.Get(t, testserver.Valkey)
+	rc := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	ctx := context.Background()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		p := ratelimit.Policy{Limit: 4, Window: time.Minute, Algorithm: alg}
+		viaValkey, viaRedis := limiter(t, valkey.New(client(t)), p), limiter(t, redis.New(rc), p)
+		for i := 1; i <= 4; i++ {
+			l := viaValkey
+			if i%2 == 0 {
+				l = viaRedis
+			}
+			d, err := l.Allow(ctx, "user")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			require.Equal(t, i, d.Count, "%v: request %d counts those of the other backend", alg, i)
+		}
+		d, err := viaRedis.Allow(ctx, "user")
+		require.NoError(t, err)
+		require.False(t, d.Allowed, alg.String())
+		require.NoError(t, viaRedis.Reset(ctx, "user"))
+		d, err = viaValkey.Peek(ctx, "user")
+		require.NoError(t, err)
+		require.Equal(t, 0, d.Count, "%v: a reset through one backend is seen by the other", alg)
+	}
+}
+
+func TestHonoursTheContextDeadline(t *testing.T) {
+	c, admin := client(t), client(t)
+	ctx := context.Background()
+	l := limiter(t, valkey.New(c), ratelimit.PerMinute(10))
+	_, err := l.Allow(ctx, "user")
+	require.NoError(t, err)
+
+	sleeping := make(chan error, 1)
+	go func() { sleeping <- admin.Do(ctx, admin.B().Arbitrary("DEBUG", "SLEEP").Args("0.5").Build()).Error() }()
+	time.Sleep(50 * time.Millisecond)
+	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err = l.Allow(deadline, "user")
+	elapsed := time.Since(began)
+	require.ErrorIs(t, err, ratelimit.ErrStore)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
+	require.NoError(t, <-sleeping)
+}
