@@ -1,0 +1,82 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+func TestPolicyValidation(t *testing.T) {
+	for _, tc := range []struct {
+		policy ratelimit.Policy
+		valid  bool
+	}{
+		{ratelimit.PerSecond(1), true},
+		{ratelimit.PerMinute(100), true},
+		{ratelimit.PerHour(5000), true},
+		{ratelimit.Policy{Limit: 1, Window: time.Millisecond, Algorithm: ratelimit.FixedWindow}, true},
+		{ratelimit.Policy{Limit: 0, Window: time.Second}, false},
+		{ratelimit.Policy{Limit: -3, Window: time.Second}, false},
+		{ratelimit.Policy{Limit: 1, Window: 0}, false},
+		{ratelimit.Policy{Limit: 1, Window: -time.Second}, false},
+		{ratelimit.Policy{Limit: 1, Window: 999 * time.Microsecond}, false},
+		{ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: 2}, false},
+	} {
+		err := tc.policy.Validate()
+		if tc.valid {
+			require.NoError(t, err, tc.policy.String())
+		} else {
+			require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, tc.policy.String())
+		}
+	}
+	require.Equal(t, "100 per 1m0s (sliding)", ratelimit.PerMinute(100).String())
+}
+
+func TestStoreKeyNamespacesAndEscapes(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		alg  ratelimit.Algorithm
+		want string
+	}{
+		{"user42", ratelimit.SlidingWindow, "ratelimit:{user42}:sw"},
+		{"user42", ratelimit.FixedWindow, "ratelimit:{user42}:fw"},
+		{"{a}", ratelimit.SlidingWindow, "ratelimit:{%7Ba%7D}:sw"},
+		{"%7Ba%7D", ratelimit.SlidingWindow, "ratelimit:{%257Ba%257D}:sw"},
+		{"a b\x00", ratelimit.SlidingWindow, "ratelimit:{a b\x00}:sw"},
+	} {
+		req := ratelimit.Request{Prefix: ratelimit.DefaultPrefix, Key: tc.key, Policy: ratelimit.Policy{Algorithm: tc.alg}}
+		require.Equal(t, tc.want, req.StoreKey())
+	}
+}
+
+// failingStore is a Store whose server is gone.
+type failingStore struct{ err error }
+
+func (f failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{Allowed: true}, f.err
+}
+func (f failingStore) Reset(context.Context, ratelimit.Request) error { return f.err }
+
+func TestStoreErrorsAreWrappedNeverDecisions(t *testing.T) {
+	cause := errors.New("connection refused")
+	l, err := ratelimit.New(failingStore{cause}, ratelimit.PerSecond(1))
+	require.NoError(t, err)
+	d, err := l.Allow(context.Background(), "user")
+	require.ErrorIs(t, err, ratelimit.ErrStore)
+	require.ErrorIs(t, err, cause)
+	require.Equal(t, ratelimit.Decision{}, d, "no decision comes with an error")
+	_, err = l.Peek(context.Background(), "user")
+	require.ErrorIs(t, err, cause)
+	require.ErrorIs(t, l.Reset(context.Background(), "user"), ratelimit.ErrStore)
+}
+
+func TestWindowsAreKeptToTheMicrosecond(t *testing.T) {
+	l, err := ratelimit.New(failingStore{}, ratelimit.Policy{Limit: 1, Window: time.Second + 1500*time.Nanosecond})
+	require.NoError(t, err)
+	require.Equal(t, time.Second+time.Microsecond, l.Policy().Window)
+}
