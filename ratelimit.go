@@ -158,6 +158,10 @@ type Decision struct {
 	// enough of the oldest requests have left the window; for a fixed
 	// window, until the window ends.
 	RetryAfter time.Duration
+	// At is the time the decision was made at, on the clock that made it:
+	// the store's (a server's TIME), or the request's with WithClock. An
+	// admitted request is recorded at At. ResetAt is on the same clock.
+	At time.Time
 }
 
 // Request is one decision a Store must make atomically.

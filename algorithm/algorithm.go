@@ -37,6 +37,7 @@ type Outcome struct {
 	Count      int
 	ResetAt    int64 // µs since the Unix epoch
 	RetryAfter int64 // µs; 0 when allowed
+	At         int64 // µs since the Unix epoch: the decision's time
 }
 
 // Decision converts o to the Decision of a request under limit.
@@ -52,6 +53,7 @@ func (o Outcome) Decision(limit int) ratelimit.Decision {
 		Count:      o.Count,
 		ResetAt:    time.UnixMicro(o.ResetAt),
 		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
+		At:         time.UnixMicro(o.At),
 	}
 }
 

@@ -34,7 +34,7 @@ func TestLogFollowsTheRules(t *testing.T) {
 	var l Log
 	for _, s := range steps {
 		out := l.Take(s.at*ms, 100*ms, 3, int(s.cost))
-		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAft * ms}
+		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAft * ms, At: s.at * ms}
 		assert.Equal(t, want, out, s.name)
 	}
 }
@@ -69,7 +69,7 @@ func TestCounterFollowsTheRules(t *testing.T) {
 	var c Counter
 	for _, s := range steps {
 		out := c.Take(s.at*ms, 100*ms, 3, int(s.cost))
-		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms}
+		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: s.at * ms}
 		assert.Equal(t, want, out, s.name)
 	}
 }

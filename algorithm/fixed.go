@@ -16,7 +16,7 @@ func (c *Counter) Take(now, window int64, limit, cost int) Outcome {
 		start, count = ws, 0
 	}
 	n := effectiveCost(cost)
-	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: start + window}
+	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: start + window, At: now}
 	if !out.Allowed {
 		out.RetryAfter = out.ResetAt - now
 	} else if cost > 0 {

@@ -59,7 +59,7 @@ func (m *Model) takeSliding(req ratelimit.Request) Outcome {
 	sort.Slice(in, func(i, j int) bool { return in[i] < in[j] })
 
 	count, n, limit := len(in), max(req.Cost, 1), req.Policy.Limit
-	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now}
+	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
 	switch {
 	case !out.Allowed && count+n-limit > count:
 		out.RetryAfter = window
@@ -87,7 +87,7 @@ func (m *Model) takeFixed(req ratelimit.Request) Outcome {
 		st = fixedState{start: start}
 	}
 	n, limit := max(req.Cost, 1), req.Policy.Limit
-	out := Outcome{Allowed: st.count+n <= limit, Count: st.count, ResetAt: st.start + window}
+	out := Outcome{Allowed: st.count+n <= limit, Count: st.count, ResetAt: st.start + window, At: now}
 	if !out.Allowed {
 		out.RetryAfter = out.ResetAt - now
 	} else if req.Cost > 0 {

@@ -36,7 +36,7 @@ func (l *Log) Take(now, window int64, limit, cost int) Outcome {
 	e = e[first:]
 	count := len(e)
 	n := effectiveCost(cost)
-	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now}
+	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
 	if !out.Allowed {
 		out.RetryAfter = retryAfter(e, count+n-limit, now, window)
 	} else if cost > 0 {

@@ -144,17 +144,19 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
+	window, limit := algorithm.WindowMicros(req.Policy), req.Policy.Limit
+	k := stateKey{req.Prefix, req.Key, req.Policy.Algorithm}
+	sh := s.shard(req.Key)
+
+	sh.mu.Lock()
+	// The store's clock is read under the lock, so that the decisions on a
+	// key are made in the order of their times, as on a server.
 	var nowUS int64
 	if req.Now.IsZero() {
 		nowUS = s.micros()
 	} else {
 		nowUS = algorithm.Micros(req.Now)
 	}
-	window, limit := algorithm.WindowMicros(req.Policy), req.Policy.Limit
-	k := stateKey{req.Prefix, req.Key, req.Policy.Algorithm}
-	sh := s.shard(req.Key)
-
-	sh.mu.Lock()
 	st, ok := sh.keys.Peek(k)
 	if !ok {
 		if req.Cost == 0 { // a peek on an unknown key: nothing to store

@@ -2,7 +2,7 @@
 -- KEYS[1]  a hash: s = start of the stored window (µs), c = its count
 -- ARGV     limit, window (µs), cost (0 = peek), now (µs, or "" for the
 --          server's TIME), TTL slack (ms)
--- Returns  {allowed (0|1), count, reset_at (µs), retry_after (µs)}
+-- Returns  {allowed (0|1), count, reset_at (µs), retry_after (µs), now (µs)}
 local key = KEYS[1]
 local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
@@ -32,4 +32,4 @@ elseif cost > 0 then
   redis.call('HSET', key, 's', start, 'c', count)
   redis.call('PEXPIRE', key, math.ceil((reset_at - now) / 1000) + tonumber(ARGV[5]))
 end
-return {allowed and 1 or 0, count, reset_at, retry}
+return {allowed and 1 or 0, count, reset_at, retry, now}

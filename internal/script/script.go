@@ -63,9 +63,9 @@ func Args(req ratelimit.Request) []string {
 
 // Decision reads the script's reply for a request under limit.
 func Decision(reply []int64, limit int) (ratelimit.Decision, error) {
-	if len(reply) != 4 {
+	if len(reply) != 5 {
 		return ratelimit.Decision{}, fmt.Errorf("unexpected script reply %v", reply)
 	}
-	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: int(reply[1]), ResetAt: reply[2], RetryAfter: reply[3]}
+	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: int(reply[1]), ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}
 	return out.Decision(limit), nil
 }

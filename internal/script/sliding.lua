@@ -3,7 +3,7 @@
 -- KEYS[2]  the counter that names entries (same hash tag as KEYS[1])
 -- ARGV     limit, window (µs), cost (0 = peek), now (µs, or "" for the
 --          server's TIME), TTL slack (ms)
--- Returns  {allowed (0|1), count, reset_at (µs), retry_after (µs)}
+-- Returns  {allowed (0|1), count, reset_at (µs), retry_after (µs), now (µs)}
 local log, seq = KEYS[1], KEYS[2]
 local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
@@ -55,4 +55,4 @@ end
 
 local reset_at = now
 if count > 0 then reset_at = nth(1) + window end
-return {allowed and 1 or 0, count, reset_at, retry}
+return {allowed and 1 or 0, count, reset_at, retry, now}
