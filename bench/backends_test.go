@@ -83,7 +83,7 @@ func BenchmarkRedis(b *testing.B) {
 
 func BenchmarkValkey(b *testing.B) {
 	srv := testserver.Get(b, testserver.Valkey)
-	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,30 +8,42 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
-func BenchmarkBareEvalSha(b *testing.B) {
+// BenchmarkRedisBareEvalSha is the client's own cost: go-redis running the
+// same scripts by EVALSHA with constant arguments, no limiter around them,
+// from 64 goroutines. BenchmarkRedis/*/parallel-64 next to it shows what the
+// backend adds.
+func BenchmarkRedisBareEvalSha(b *testing.B) {
 	srv := testserver.Get(b, testserver.Redis)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 128, ContextTimeoutEnabled: true})
 	defer c.Close()
-	sc := goredis.NewScript(script.Fixed)
 	ctx := context.Background()
-	sc.Load(ctx, c)
-	keys := make([][]string, 1000)
-	for i := range keys {
-		keys[i] = []string{"bare:{" + strconv.Itoa(i) + "}:fw"}
-	}
-	var next atomic.Int64
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := sc.EvalSha(ctx, c, keys[next.Add(1)%1000], "100", "1000000", "1", "", "1000").Err(); err != nil {
-				b.Error(err)
-				return
+	for _, alg := range algorithms {
+		b.Run(alg.String(), func(b *testing.B) {
+			sc := goredis.NewScript(script.Source(alg))
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
+			keys := make([][]string, 1000)
+			for i := range keys {
+				req := ratelimit.Request{Prefix: "bare:", Key: strconv.Itoa(i), Policy: ratelimit.Policy{Algorithm: alg}}
+				keys[i] = script.Keys(req)
+			}
+			var next atomic.Int64
+			b.SetParallelism(32)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := sc.EvalSha(ctx, c, keys[next.Add(1)%1000], "100", "1000000", "1", "", "1000").Err(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

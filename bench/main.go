@@ -1,4 +1,213 @@
-// Command bench compares the backends and algorithms side by side.
+// Command bench runs every chosen backend and algorithm under the same load,
+// side by side, and checks the result: throughput, latency per decision,
+// allocations, round trips per decision and bytes per key (measured, not
+// assumed), and over-admissions (windows that admitted more than the limit,
+// which must be 0).
+//
+//	go run ./bench                      # memory store, both algorithms, no server needed
+//	go run ./bench -backend all         # memory, redis and valkey (starts a throwaway server)
+//	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
+//	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
+//
+// When redis-benchmark is on PATH, the network backends are followed by a
+// reference row: redis-benchmark running the same script by EVALSHA on the
+// same server with as many connections (and, for Valkey, pipelined by 16).
 package main
 
-func main() {}
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+type config struct {
+	backends    []string
+	algorithms  []ratelimit.Algorithm
+	addr        string
+	concurrency int
+	duration    time.Duration
+	keys        int
+	limit       int
+	window      time.Duration
+	json        bool
+	plot        string
+}
+
+// result is one line of the report; its JSON form is the -json output.
+type result struct {
+	Backend               string  `json:"backend"`
+	Algorithm             string  `json:"algorithm"`
+	Concurrency           int     `json:"concurrency"`
+	OpsPerSec             float64 `json:"ops_per_sec"`
+	P50us                 float64 `json:"p50_us"`
+	P99us                 float64 `json:"p99_us"`
+	AllocsPerOp           float64 `json:"allocs_per_op"`
+	RoundtripsPerDecision any     `json:"roundtrips_per_decision"` // a number, or "-" for memory
+	BytesPerKey           int64   `json:"bytes_per_key"`
+	Decisions             int64   `json:"decisions"`
+	Allowed               int64   `json:"allowed"`
+	OverAdmissions        int64   `json:"over_admissions"`
+	Errors                int64   `json:"errors"`
+	// Reference rows (redis-benchmark) fill only OpsPerSec and Backend.
+	reference bool
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	backend := fs.String("backend", "memory", "memory, redis, valkey or all")
+	alg := fs.String("algorithm", "all", "sliding, fixed or all")
+	cfg := config{}
+	fs.StringVar(&cfg.addr, "addr", "", "host:port of the server for redis/valkey (default: start a throwaway redis-server/valkey-server from PATH)")
+	fs.IntVar(&cfg.concurrency, "concurrency", 64, "goroutines making requests")
+	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each backend and algorithm runs")
+	fs.IntVar(&cfg.keys, "keys", 1000, "distinct keys, picked at random per request")
+	fs.IntVar(&cfg.limit, "limit", 100, "the policy's limit")
+	fs.DurationVar(&cfg.window, "window", time.Second, "the policy's window")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per result instead of tables")
+	fs.StringVar(&cfg.plot, "plot", "", "draw admitted requests per tenth of a window, fixed vs sliding, for a client bursting at a boundary, into this SVG file")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	switch *backend {
+	case "memory", "redis", "valkey":
+		cfg.backends = []string{*backend}
+	case "all":
+		cfg.backends = []string{"memory", "redis", "valkey"}
+	default:
+		return cfg, fmt.Errorf("-backend %q: want memory, redis, valkey or all", *backend)
+	}
+	switch *alg {
+	case "sliding":
+		cfg.algorithms = []ratelimit.Algorithm{ratelimit.SlidingWindow}
+	case "fixed":
+		cfg.algorithms = []ratelimit.Algorithm{ratelimit.FixedWindow}
+	case "all":
+		cfg.algorithms = []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow}
+	default:
+		return cfg, fmt.Errorf("-algorithm %q: want sliding, fixed or all", *alg)
+	}
+	if err := (ratelimit.Policy{Limit: cfg.limit, Window: cfg.window}).Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.concurrency < 1 || cfg.keys < 1 || cfg.duration <= 0 {
+		return cfg, errors.New("-concurrency, -keys and -duration must be positive")
+	}
+	return cfg, nil
+}
+
+func run(cfg config, stdout, progress io.Writer) error {
+	if cfg.plot != "" {
+		if err := writePlot(cfg.plot, cfg.limit, cfg.window); err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "wrote %s\n", cfg.plot)
+	}
+	var servers servers
+	defer servers.stopAll()
+	byAlg := map[ratelimit.Algorithm][]result{}
+	for _, name := range cfg.backends {
+		b, err := openBackend(name, cfg.addr, &servers)
+		if err != nil {
+			return err
+		}
+		for _, alg := range cfg.algorithms {
+			res, err := measure(cfg, b, alg, progress)
+			if err != nil {
+				b.close()
+				return fmt.Errorf("%s %v: %w", name, alg, err)
+			}
+			rows := []result{res}
+			if ref, ok := b.reference(cfg, alg, res.OpsPerSec, progress); ok {
+				rows = append(rows, ref...)
+			}
+			for _, r := range rows {
+				if cfg.json {
+					if err := json.NewEncoder(stdout).Encode(r); err != nil {
+						return err
+					}
+				}
+			}
+			byAlg[alg] = append(byAlg[alg], rows...)
+		}
+		b.close()
+	}
+	if !cfg.json {
+		printTables(stdout, cfg, byAlg)
+	}
+	for _, rows := range byAlg {
+		for _, r := range rows {
+			if r.OverAdmissions > 0 || r.Errors > 0 {
+				return fmt.Errorf("%s %s: %d over-admissions, %d errors", r.Backend, r.Algorithm, r.OverAdmissions, r.Errors)
+			}
+		}
+	}
+	return nil
+}
+
+func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result) {
+	for _, alg := range cfg.algorithms {
+		fmt.Fprintf(w, "\n%s window: %d per %v, %d goroutines, %d keys, %v per backend\n", alg, cfg.limit, cfg.window, cfg.concurrency, cfg.keys, cfg.duration)
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tallocs/op\troundtrips/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
+		var base float64
+		for _, r := range byAlg[alg] {
+			if r.reference {
+				ratio := ""
+				if r.OpsPerSec > 0 {
+					ratio = fmt.Sprintf("(backend at %.0f%%)", 100*base/r.OpsPerSec)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
+				continue
+			}
+			base = r.OpsPerSec
+			correct := "yes: 0 over-admissions"
+			if r.OverAdmissions > 0 || r.Errors > 0 {
+				correct = fmt.Sprintf("NO: %d over-admissions, %d errors", r.OverAdmissions, r.Errors)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t\n", r.Backend, thousands(r.OpsPerSec),
+				micros(r.P50us), micros(r.P99us), r.AllocsPerOp, r.RoundtripsPerDecision, thousands(float64(r.BytesPerKey)),
+				thousands(float64(r.Decisions)), thousands(float64(r.Allowed)), correct)
+		}
+		tw.Flush()
+	}
+}
+
+func micros(us float64) string {
+	if us < 10 {
+		return fmt.Sprintf("%.2fµs", us)
+	}
+	return fmt.Sprintf("%.0fµs", us)
+}
+
+// thousands formats n rounded, with thousands separators.
+func thousands(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

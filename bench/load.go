@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// admission is one admitted request: its key and the time it was decided at
+// (Decision.At, on the store's clock), in µs.
+type admission struct {
+	key int32
+	at  int64
+}
+
+// worker is one goroutine's record, written without locks or allocations.
+type worker struct {
+	hist      histogram
+	decisions int64
+	errors    int64
+	lastErr   error
+}
+
+// admissions is room for every admission the policy allows, filled through
+// an atomic cursor, so that recording never allocates (which would count as
+// the limiter's allocations).
+type admissions struct {
+	slots []admission
+	next  atomic.Int64
+}
+
+func (a *admissions) add(key int32, at int64) bool {
+	i := a.next.Add(1) - 1
+	if i >= int64(len(a.slots)) {
+		return false
+	}
+	a.slots[i] = admission{key, at}
+	return true
+}
+
+func (a *admissions) all() []admission { return a.slots[:min(a.next.Load(), int64(len(a.slots)))] }
+
+// measure runs the load on one backend and algorithm and checks it.
+func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer) (result, error) {
+	p := ratelimit.Policy{Limit: cfg.limit, Window: cfg.window, Algorithm: alg}
+	prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	l, err := ratelimit.New(b.store, p, ratelimit.WithPrefix(prefix))
+	if err != nil {
+		return result{}, err
+	}
+	keys := make([]string, cfg.keys)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	// A sliding window admits at most limit per key in each window, and a
+	// fixed one twice that around a boundary.
+	windows := int(cfg.duration/cfg.window) + 2
+	if alg == ratelimit.FixedWindow {
+		windows *= 2
+	}
+	admitted := &admissions{slots: make([]admission, cfg.keys*cfg.limit*windows)}
+	workers := make([]*worker, cfg.concurrency)
+	for i := range workers {
+		workers[i] = &worker{}
+	}
+
+	statsBefore, err := b.commandCalls()
+	if err != nil {
+		return result{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
+	defer cancel()
+	var total atomic.Int64
+	stopProgress := showProgress(progress, fmt.Sprintf("%s %v", b.name, alg), cfg.duration, &total)
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func(w *worker, seed uint64) {
+			defer wg.Done()
+			rng := seed*0x9E3779B97F4A7C15 | 1
+			for ctx.Err() == nil {
+				rng ^= rng << 13
+				rng ^= rng >> 7
+				rng ^= rng << 17
+				k := int32(rng % uint64(len(keys)))
+				t0 := time.Now()
+				d, err := l.Allow(context.Background(), keys[k])
+				w.hist.add(time.Since(t0))
+				w.decisions++
+				if w.decisions&255 == 0 {
+					total.Add(256)
+				}
+				switch {
+				case err != nil:
+					w.errors++
+					w.lastErr = err
+				case d.Allowed:
+					if !admitted.add(k, d.At.UnixMicro()) {
+						w.errors++ // more admitted than the policy allows in the run
+						w.lastErr = fmt.Errorf("more admissions than %d keys x %d per window x %d windows", cfg.keys, cfg.limit, windows)
+					}
+				}
+			}
+		}(w, uint64(i+1))
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	runtime.ReadMemStats(&ms1)
+	stopProgress()
+
+	res := result{Backend: b.name, Algorithm: alg.String(), Concurrency: cfg.concurrency}
+	var hist histogram
+	var lastErr error
+	for _, w := range workers {
+		hist.merge(&w.hist)
+		res.Decisions += w.decisions
+		res.Errors += w.errors
+		if w.lastErr != nil {
+			lastErr = w.lastErr
+		}
+	}
+	if lastErr != nil {
+		fmt.Fprintf(progress, "%s %v: %d errors, for example: %v\n", b.name, alg, res.Errors, lastErr)
+	}
+	all := admitted.all()
+	res.Allowed = int64(len(all))
+	res.OpsPerSec = float64(res.Decisions) / elapsed.Seconds()
+	res.P50us, res.P99us = hist.quantile(0.50), hist.quantile(0.99)
+	res.AllocsPerOp = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Decisions)
+	res.OverAdmissions = overAdmissions(all, cfg.keys, cfg.limit, cfg.window.Microseconds(), alg)
+
+	res.RoundtripsPerDecision = "-"
+	if statsBefore != nil {
+		statsAfter, err := b.commandCalls()
+		if err != nil {
+			return res, err
+		}
+		res.RoundtripsPerDecision = math.Round(1000*float64(clientCommands(statsBefore, statsAfter))/float64(res.Decisions)) / 1000
+	}
+	if res.BytesPerKey, err = b.bytesPerKey(p, prefix+"size:"); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// overAdmissions counts, per key, the windows holding more than limit
+// admitted requests: for a sliding window any interval of length window
+// (counted once per first request of such an interval), for a fixed window
+// each aligned window.
+func overAdmissions(all []admission, keys, limit int, window int64, alg ratelimit.Algorithm) int64 {
+	perKey := make([][]int64, keys)
+	for _, a := range all {
+		perKey[a.key] = append(perKey[a.key], a.at)
+	}
+	var over int64
+	for _, times := range perKey {
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		if alg == ratelimit.FixedWindow {
+			counts := map[int64]int{}
+			for _, t := range times {
+				counts[t-((t%window)+window)%window]++
+			}
+			for _, n := range counts {
+				if n > limit {
+					over++
+				}
+			}
+			continue
+		}
+		// limit+1 requests fit in a window (t-window, t] iff the first and
+		// the last of them are less than a window apart.
+		for i := 0; i+limit < len(times); i++ {
+			if times[i+limit]-times[i] < window {
+				over++
+			}
+		}
+	}
+	return over
+}
+
+// showProgress prints a line a second while a run lasts.
+func showProgress(w io.Writer, what string, d time.Duration, total *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintf(w, "\r%-60s\r", "")
+				return
+			case <-tick.C:
+				fmt.Fprintf(w, "\rrunning %s: %v of %v, %s decisions", what,
+					time.Since(began).Round(time.Second), d, thousands(float64(total.Load())))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// histogram of latencies: 32 linear sub-buckets per power of two of
+// nanoseconds (3% resolution), fixed size, no allocation.
+type histogram struct{ counts [64 * 32]uint64 }
+
+func bucketOf(ns uint64) int {
+	if ns < 32 {
+		return int(ns)
+	}
+	exp := bits.Len64(ns) - 6 // ns>>exp is in [32, 64)
+	return (exp+1)*32 + int(ns>>exp) - 32
+}
+
+func lowerBound(b int) float64 {
+	if b < 32 {
+		return float64(b)
+	}
+	exp := b/32 - 1
+	return float64(uint64(32+b%32) << exp)
+}
+
+func (h *histogram) add(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	h.counts[bucketOf(uint64(d))]++
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+}
+
+// quantile in µs.
+func (h *histogram) quantile(q float64) float64 {
+	var n uint64
+	for _, c := range h.counts {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for b, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return lowerBound(b) / 1000
+		}
+	}
+	return 0
+}

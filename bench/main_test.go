@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+func TestOverAdmissionsCountsWindowsOverTheLimit(t *testing.T) {
+	const limit, window = 2, 1000
+	at := func(key int32, times ...int64) []admission {
+		var a []admission
+		for _, t := range times {
+			a = append(a, admission{key, t})
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name    string
+		all     []admission
+		alg     ratelimit.Algorithm
+		wantOut int64
+	}{
+		{"sliding: two per window", at(0, 0, 500, 1000, 1500, 2000), ratelimit.SlidingWindow, 0},
+		{"sliding: three within 999µs", at(0, 0, 500, 999), ratelimit.SlidingWindow, 1},
+		{"sliding: a window is per key", append(at(0, 0, 1), at(1, 2, 3)...), ratelimit.SlidingWindow, 0},
+		{"sliding: the boundary burst", at(0, 900, 950, 1000, 1050), ratelimit.SlidingWindow, 2},
+		{"fixed: the boundary burst is allowed", at(0, 900, 950, 1000, 1050), ratelimit.FixedWindow, 0},
+		{"fixed: three in one aligned window", at(0, 1000, 1500, 1999), ratelimit.FixedWindow, 1},
+	} {
+		require.Equal(t, tc.wantOut, overAdmissions(tc.all, 2, limit, window, tc.alg), tc.name)
+	}
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	require.InDelta(t, 500, h.quantile(0.5), 500*0.04, "p50 within the 3% buckets")
+	require.InDelta(t, 990, h.quantile(0.99), 990*0.04)
+	require.Zero(t, (&histogram{}).quantile(0.5))
+}
+
+func TestFlagsAreValidated(t *testing.T) {
+	for _, args := range [][]string{{"-backend", "mysql"}, {"-algorithm", "token"}, {"-limit", "0"}, {"-window", "10us"}, {"-concurrency", "0"}} {
+		_, err := parseFlags(args)
+		require.Error(t, err, args)
+	}
+	cfg, err := parseFlags(nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"memory"}, cfg.backends)
+	require.Equal(t, 64, cfg.concurrency)
+}
+
+// A short run on the memory store prints one JSON line per algorithm with
+// every field, admits within the policy, and writes the plot.
+func TestShortRunOnTheMemoryStore(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "burst.svg")
+	cfg, err := parseFlags([]string{"-duration", "300ms", "-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-json", "-plot", plot})
+	require.NoError(t, err)
+	var out, progress bytes.Buffer
+	require.NoError(t, run(cfg, &out, &progress))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2)
+	for _, line := range lines {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		for _, field := range []string{"backend", "algorithm", "concurrency", "ops_per_sec", "p50_us", "p99_us", "allocs_per_op",
+			"roundtrips_per_decision", "bytes_per_key", "decisions", "allowed", "over_admissions"} {
+			require.Contains(t, r, field)
+		}
+		require.Equal(t, "memory", r["backend"])
+		require.Equal(t, "-", r["roundtrips_per_decision"])
+		require.Zero(t, r["over_admissions"])
+		require.Positive(t, r["allowed"])
+		require.LessOrEqual(t, r["allowed"], float64(50*10*(3+2)*2), "within what the policy can admit in 300ms")
+	}
+	svg, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	require.Contains(t, string(svg), "fixed window: 20 admitted across the boundary")
+}
