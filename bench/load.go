@@ -7,13 +7,13 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
 // admission is one admitted request: its key and the time it was decided at
@@ -157,10 +157,8 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 	return res, nil
 }
 
-// overAdmissions counts, per key, the windows holding more than limit
-// admitted requests: for a sliding window any interval of length window
-// (counted once per first request of such an interval), for a fixed window
-// each aligned window.
+// overAdmissions counts, over all keys, the windows that admitted more
+// than limit (see algorithm.OverAdmissions).
 func overAdmissions(all []admission, keys, limit int, window int64, alg ratelimit.Algorithm) int64 {
 	perKey := make([][]int64, keys)
 	for _, a := range all {
@@ -168,26 +166,7 @@ func overAdmissions(all []admission, keys, limit int, window int64, alg ratelimi
 	}
 	var over int64
 	for _, times := range perKey {
-		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-		if alg == ratelimit.FixedWindow {
-			counts := map[int64]int{}
-			for _, t := range times {
-				counts[t-((t%window)+window)%window]++
-			}
-			for _, n := range counts {
-				if n > limit {
-					over++
-				}
-			}
-			continue
-		}
-		// limit+1 requests fit in a window (t-window, t] iff the first and
-		// the last of them are less than a window apart.
-		for i := 0; i+limit < len(times); i++ {
-			if times[i+limit]-times[i] < window {
-				over++
-			}
-		}
+		over += int64(algorithm.OverAdmissions(times, limit, window, alg))
 	}
 	return over
 }

@@ -96,6 +96,7 @@ var scenarios = []struct {
 	{"a cancelled context returns promptly with an error", cancelledContext},
 	{"matches the reference model on random traffic", matchesModel},
 	{"never over-admits under concurrency across instances", noOverAdmission},
+	{"never over-admits in any window under load (64 goroutines, 4 instances)", noOverAdmissionInAnyWindow},
 	{"uses the store's own clock when the request has none", storeClock},
 }
 
@@ -561,6 +562,54 @@ func noOverAdmission(t *testing.T, e *env) {
 		require.Zero(t, failed.Load(), "%s: calls that failed or reported a count over %d", mode, limit)
 		require.Equal(t, int64(limit), admitted.Load(), "%s: %d calls on one key with limit %d", mode, goroutines*perGoroutine, limit)
 	}
+}
+
+// noOverAdmissionInAnyWindow hammers one key from 64 goroutines over 4
+// store instances for 8 windows of 50ms, on the store's clock, and checks
+// every window (any interval for a sliding window, every aligned one for a
+// fixed window) with the times the store decided at.
+func noOverAdmissionInAnyWindow(t *testing.T, e *env) {
+	const limit, window, run, goroutines, instances = 20, 50 * time.Millisecond, 400 * time.Millisecond, 64, 4
+	var limiters []*ratelimit.Limiter
+	for i := 0; i < instances; i++ {
+		limiters = append(limiters, e.realTimeLimiter(limit, window))
+	}
+	var mu sync.Mutex
+	var admitted []int64
+	var decisions, failed atomic.Int64
+	var firstErr atomic.Value
+	deadline := time.Now().Add(run)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(l *ratelimit.Limiter) {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				d, err := l.Allow(context.Background(), "hammered")
+				decisions.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				if d.Allowed {
+					mu.Lock()
+					admitted = append(admitted, d.At.UnixMicro())
+					mu.Unlock()
+				}
+			}
+		}(limiters[g%instances])
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "calls that failed; the first: %v", firstErr.Load())
+	require.GreaterOrEqual(t, len(admitted), limit, "the load got through (%d decisions)", decisions.Load())
+	windows := int(run/window) + 2
+	if e.alg == ratelimit.FixedWindow {
+		windows *= 2 // a fixed window admits up to 2*limit around a boundary
+	}
+	require.LessOrEqual(t, len(admitted), limit*windows, "admitted in %v with %d per %v", run, limit, window)
+	over := algorithm.OverAdmissions(admitted, limit, window.Microseconds(), e.alg)
+	require.Zero(t, over, "windows that admitted more than %d (of %d admitted, %d decisions)", limit, len(admitted), decisions.Load())
 }
 
 // storeClock checks the store's own clock in real time: windows of 100ms
