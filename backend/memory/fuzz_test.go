@@ -1,0 +1,77 @@
+package memory
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/algorithm"
+)
+
+// FuzzMatchesTheModel drives the memory store and the reference model with
+// the same sequence of Allow, AllowN, Peek, Reset and SetPolicy calls and
+// clock steps (forwards and back), decoded from the input, and requires
+// identical decisions. go test runs the corpus in testdata; go test -fuzz
+// explores further.
+func FuzzMatchesTheModel(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte("sliding and fixed windows, clocks that step back, new policies"))
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		s := New(WithSweepInterval(0), WithMaxKeys(1<<20))
+		defer s.Close()
+		now := time.UnixMicro(1_700_000_000_000_000)
+		l, err := ratelimit.New(s, ratelimit.Policy{Limit: 3, Window: 100 * time.Millisecond}, ratelimit.WithClock(func() time.Time { return now }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := algorithm.NewModel()
+		ctx := context.Background()
+		keys := []string{"a", "b", "{a}"}
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i], int(ops[i+1])
+			key := keys[arg%len(keys)]
+			p := l.Policy()
+			req := ratelimit.Request{Prefix: ratelimit.DefaultPrefix, Key: key, Policy: p, Now: now}
+			var got ratelimit.Decision
+			var want ratelimit.Decision
+			switch op % 8 {
+			case 0, 1: // Allow
+				req.Cost = 1
+				want = model.Take(req)
+				got, err = l.Allow(ctx, key)
+			case 2: // AllowN
+				req.Cost = 1 + arg%p.Limit
+				want = model.Take(req)
+				got, err = l.AllowN(ctx, key, req.Cost)
+			case 3: // Peek
+				want = model.Take(req)
+				got, err = l.Peek(ctx, key)
+			case 4: // Reset
+				model.Reset(req)
+				if err := l.Reset(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			case 5: // SetPolicy
+				np := ratelimit.Policy{Limit: 1 + arg%6, Window: time.Duration(1+arg%250) * time.Millisecond, Algorithm: ratelimit.Algorithm(arg / 128)}
+				if err := l.SetPolicy(np); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			case 6: // the clock steps forwards, up to 255ms
+				now = now.Add(time.Duration(arg) * time.Millisecond)
+				continue
+			case 7: // and back, up to 31ms (a request arriving late)
+				now = now.Add(-time.Duration(arg%32) * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("op %d (%d, %d) on %q under %v at %v:\n got %+v\nwant %+v", i/2, op, arg, key, p, now.UnixMicro(), got, want)
+			}
+		}
+	})
+}
