@@ -84,7 +84,8 @@ type config struct {
 }
 
 // WithMaxKeys bounds the number of keys held (default DefaultMaxKeys). The
-// bound is split evenly over the shards.
+// bound is split over the shards, so a shard may evict while others have
+// room; the store never holds more than n keys.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithClock sets the store's clock, used for requests that carry no time
@@ -111,18 +112,22 @@ func New(opts ...Option) *Store {
 	if c.clock != nil {
 		micros = func() int64 { return algorithm.Micros(c.clock()) }
 	}
+	c.maxKeys = max(1, c.maxKeys)
 	n := 1
-	for n < c.shards {
+	for n < c.shards && n*2 <= c.maxKeys { // every shard holds a key at least
 		n <<= 1
 	}
-	perShard := max(1, (c.maxKeys+n-1)/n)
 	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), micros: micros, sweepEvery: c.sweepEvery, stop: make(chan struct{})}
 	for i := range s.shards {
-		lru, err := simplelru.NewLRU[stateKey, *state](perShard, nil)
+		capacity := c.maxKeys / n // the remainder goes one each to the first shards
+		if i < c.maxKeys%n {
+			capacity++
+		}
+		lru, err := simplelru.NewLRU[stateKey, *state](capacity, nil)
 		if err != nil {
 			panic(err) // only for a non-positive size, excluded above
 		}
-		s.shards[i].keys, s.shards[i].capacity = lru, perShard
+		s.shards[i].keys, s.shards[i].capacity = lru, capacity
 	}
 	if s.sweepEvery > 0 {
 		s.swept.Add(1)

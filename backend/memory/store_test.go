@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,16 +23,18 @@ func newLimiter(t testing.TB, s *Store, p ratelimit.Policy, clock func() time.Ti
 }
 
 func TestHoldsAtMostMaxKeys(t *testing.T) {
-	s := New(WithMaxKeys(1000), WithShards(8), WithSweepInterval(0))
-	defer s.Close()
-	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	l := newLimiter(t, s, ratelimit.PerMinute(10), clock.Now)
-	for i := 0; i < 10_000; i++ {
-		_, err := l.Allow(context.Background(), fmt.Sprint("key-", i))
-		require.NoError(t, err)
+	for _, maxKeys := range []int{1, 3, 1000, 1001} {
+		s := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+		l := newLimiter(t, s, ratelimit.PerMinute(10), clock.Now)
+		for i := 0; i < 10*maxKeys+100; i++ {
+			_, err := l.Allow(context.Background(), fmt.Sprint("key-", i))
+			require.NoError(t, err)
+		}
+		require.LessOrEqual(t, s.Len(), maxKeys)
+		require.GreaterOrEqual(t, s.Len(), maxKeys*9/10, "the bound is split over shards, but nearly all of it is used")
+		s.Close()
 	}
-	require.LessOrEqual(t, s.Len(), 1000)
-	require.GreaterOrEqual(t, s.Len(), 900, "the bound is split over shards, but nearly all of it is used")
 }
 
 func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
@@ -104,5 +107,35 @@ func TestWarmKeyDoesNotAllocate(t *testing.T) {
 		})
 		require.Zero(t, allocs, alg.String())
 	}
+	runtime.KeepAlive(s)
+}
+
+// A million distinct keys through a store capped at 10,000 keys: it holds at
+// most the cap, and its heap stays within a generous bound of the cap's worth
+// (unbounded, a million keys would take hundreds of MB).
+func TestAMillionKeysStayWithinTheCap(t *testing.T) {
+	const maxKeys, keys, limit = 10_000, 1_000_000, 10
+	s := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+	defer s.Close()
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	l := newLimiter(t, s, ratelimit.PerMinute(limit), clock.Now)
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	buf := make([]byte, 0, 16)
+	for i := 0; i < keys; i++ {
+		buf = strconv.AppendInt(buf[:0], int64(i), 10)
+		if _, err := l.AllowN(ctx, string(buf), limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	require.LessOrEqual(t, s.Len(), maxKeys)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	perKey := int64(1_000) // measured: about 560 B for a full key at limit 10
+	t.Logf("heap grew by %d B for %d keys held (%d B each)", grown, s.Len(), grown/int64(s.Len()))
+	require.Less(t, grown, 4*maxKeys*perKey, "heap growth bounded by the cap")
 	runtime.KeepAlive(s)
 }
