@@ -17,6 +17,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -223,4 +224,13 @@ func TestHonoursTheContextDeadline(t *testing.T) {
 			require.NoError(t, <-sleeping)
 		})
 	}
+}
+
+func TestReliability(t *testing.T) {
+	srv := testserver.Get(t, testserver.Redis)
+	storetest.Run(t, testserver.Redis, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {
+		c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		return redis.New(c)
+	})
 }

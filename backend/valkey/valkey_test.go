@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -105,4 +106,14 @@ func TestHonoursTheContextDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
 	require.NoError(t, <-sleeping)
+}
+
+func TestReliability(t *testing.T) {
+	srv := testserver.Get(t, testserver.Valkey)
+	storetest.Run(t, testserver.Valkey, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return valkey.New(c)
+	})
 }

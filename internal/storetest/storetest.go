@@ -1,0 +1,306 @@
+// Package storetest holds the reliability checks that need a real server,
+// shared by the Redis and Valkey backends: faults under load, bad input,
+// floods and clock skew, verified on the server itself.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+// NewStore returns a store on a new client of the server at addr.
+type NewStore func(t *testing.T, addr string) ratelimit.Store
+
+// Run runs every check; addr is the package's shared server and kind says
+// which binaries can start a server of its own for the fault checks.
+func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
+	t.Run("survives the server stopping and restarting under load", func(t *testing.T) { faults(t, kind, newStore) })
+	t.Run("SCRIPT FLUSH under load reaches no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
+	t.Run("bad input stores nothing on the server", func(t *testing.T) { badInput(t, addr, newStore) })
+	t.Run("a flood of denied requests keeps limit entries", func(t *testing.T) { flood(t, addr, newStore) })
+	t.Run("instances with skewed clocks share one limit on the server clock", func(t *testing.T) { clockSkew(t, addr, newStore) })
+}
+
+func admin(t *testing.T, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
+	l, err := ratelimit.New(s, p, append([]ratelimit.Option{ratelimit.WithPrefix(prefix)}, opts...)...)
+	require.NoError(t, err)
+	return l
+}
+
+func prefix(t *testing.T) string { return fmt.Sprintf("storetest:%d:", time.Now().UnixNano()) }
+
+// load calls Allow from 8 goroutines until stop, each call with a deadline,
+// and reports what came back.
+type load struct {
+	calls, failures, late atomic.Int64
+	slowest               atomic.Int64 // ns
+	wrongErr              atomic.Value // an error that is not ErrStore
+	stop                  chan struct{}
+	done                  sync.WaitGroup
+}
+
+const callDeadline = 200 * time.Millisecond
+
+func startLoad(l *ratelimit.Limiter) *load {
+	ld := &load{stop: make(chan struct{})}
+	for g := 0; g < 8; g++ {
+		ld.done.Add(1)
+		go func(g int) {
+			defer ld.done.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-ld.stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+				began := time.Now()
+				_, err := l.Allow(ctx, fmt.Sprintf("user-%d", (g*1000+i)%64))
+				took := time.Since(began)
+				cancel()
+				ld.calls.Add(1)
+				for {
+					old := ld.slowest.Load()
+					if int64(took) <= old || ld.slowest.CompareAndSwap(old, int64(took)) {
+						break
+					}
+				}
+				if took > callDeadline+300*time.Millisecond {
+					ld.late.Add(1)
+				}
+				if err != nil {
+					ld.failures.Add(1)
+					if !errors.Is(err, ratelimit.ErrStore) {
+						ld.wrongErr.CompareAndSwap(nil, err)
+					}
+					time.Sleep(5 * time.Millisecond) // a real caller backs off a little
+				}
+			}
+		}(g)
+	}
+	return ld
+}
+
+func (ld *load) finish() { close(ld.stop); ld.done.Wait() }
+
+func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	var path string
+	for _, bin := range kind.Binaries {
+		if p, err := exec.LookPath(bin); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("none of %v on PATH to start a server of the test's own", kind.Binaries)
+		}
+		t.Skipf("none of %v on PATH to start a server of the test's own", kind.Binaries)
+	}
+	srv, err := testserver.StartBinary(path)
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix(t))
+
+	phase := func(name string, d time.Duration) *load {
+		ld := startLoad(l)
+		time.Sleep(d)
+		ld.finish()
+		require.Zero(t, ld.late.Load(), "%s: calls that outlived their %v deadline by 300ms (slowest %v)", name, callDeadline, time.Duration(ld.slowest.Load()))
+		require.Nil(t, ld.wrongErr.Load(), "%s: an error not wrapping ratelimit.ErrStore", name)
+		return ld
+	}
+	up := phase("server up", 300*time.Millisecond)
+	require.Zero(t, up.failures.Load(), "server up")
+	require.Positive(t, up.calls.Load())
+
+	require.NoError(t, srv.Kill())
+	down := phase("server down", 500*time.Millisecond)
+	require.Equal(t, down.calls.Load(), down.failures.Load(), "with the server down every call fails (none is made up)")
+	require.Positive(t, down.calls.Load())
+
+	require.NoError(t, srv.Restart())
+	// The clients reconnect by themselves: no new store, no new limiter.
+	require.Eventually(t, func() bool {
+		_, err := l.Allow(context.Background(), "after-restart")
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the limiter works again after the server is back")
+	again := phase("server back", 300*time.Millisecond)
+	require.Zero(t, again.failures.Load(), "server back")
+	t.Logf("up: %d calls; down: %d calls, all failed, slowest %v; back: %d calls",
+		up.calls.Load(), down.calls.Load(), time.Duration(down.slowest.Load()), again.calls.Load())
+}
+
+func scriptFlush(t *testing.T, addr string, newStore NewStore) {
+	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(1_000_000), prefix(t))
+	a := admin(t, addr)
+	ld := startLoad(l)
+	for i := 0; i < 10; i++ {
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, a.ScriptFlush(context.Background()).Err())
+	}
+	ld.finish()
+	require.Zero(t, ld.failures.Load(), "errors from %d calls across 10 SCRIPT FLUSH", ld.calls.Load())
+}
+
+// keysUnder lists the server's keys under prefix.
+func keysUnder(t *testing.T, a *goredis.Client, prefix string) []string {
+	var keys []string
+	iter := a.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	return keys
+}
+
+func badInput(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	a := admin(t, addr)
+	pre := prefix(t)
+	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(3), pre)
+	var nilCtx context.Context
+	rejected := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"empty key", second(l.Allow(ctx, "")), ratelimit.ErrInvalidKey},
+		{"key over MaxKeyLen", second(l.Allow(ctx, strings.Repeat("k", ratelimit.MaxKeyLen+1))), ratelimit.ErrInvalidKey},
+		{"n = 0", second(l.AllowN(ctx, "user", 0)), ratelimit.ErrInvalidCost},
+		{"n < 0", second(l.AllowN(ctx, "user", -5)), ratelimit.ErrInvalidCost},
+		{"n > limit", second(l.AllowN(ctx, "user", 4)), ratelimit.ErrInvalidCost},
+		{"nil context", second(l.Allow(nilCtx, "user")), ratelimit.ErrInvalidArgument},
+		{"reset of an empty key", l.Reset(ctx, ""), ratelimit.ErrInvalidKey},
+		{"limit 0", l.SetPolicy(ratelimit.Policy{Limit: 0, Window: time.Second}), ratelimit.ErrInvalidPolicy},
+		{"negative limit", l.SetPolicy(ratelimit.Policy{Limit: -1, Window: time.Second}), ratelimit.ErrInvalidPolicy},
+		{"window 0", l.SetPolicy(ratelimit.Policy{Limit: 1}), ratelimit.ErrInvalidPolicy},
+		{"negative window", l.SetPolicy(ratelimit.Policy{Limit: 1, Window: -time.Second}), ratelimit.ErrInvalidPolicy},
+		{"sub-millisecond window", l.SetPolicy(ratelimit.Policy{Limit: 1, Window: 999 * time.Microsecond}), ratelimit.ErrInvalidPolicy},
+		{"unknown algorithm", l.SetPolicy(ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: 7}), ratelimit.ErrInvalidPolicy},
+	}
+	for _, r := range rejected {
+		require.ErrorIs(t, r.err, r.want, r.name)
+	}
+	_, err := ratelimit.New(nil, ratelimit.PerMinute(1))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil store")
+	require.Empty(t, keysUnder(t, a, pre), "rejected calls stored nothing")
+
+	// Keys that are unusual but valid work, each under its own server keys.
+	odd := []string{"{", "}", "{x}", "a b", "line\nbreak", "nul\x00", "\xff\xfe invalid UTF-8", "*", "?[]", strings.Repeat("k", ratelimit.MaxKeyLen)}
+	for _, k := range odd {
+		d, err := l.Allow(ctx, k)
+		require.NoError(t, err, "%q", k)
+		require.Equal(t, 1, d.Count, "%q", k)
+	}
+	require.Len(t, keysUnder(t, a, pre), 2*len(odd), "a sliding log and its counter per key")
+	for _, k := range odd {
+		for _, sk := range script.Keys(ratelimit.Request{Prefix: pre, Key: k, Policy: l.Policy()}) {
+			require.EqualValues(t, 1, a.Exists(ctx, sk).Val(), "%q is stored at %q", k, sk)
+		}
+	}
+}
+
+func second(_ ratelimit.Decision, err error) error { return err }
+
+func flood(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	a := admin(t, addr)
+	const limit = 50
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		pre := prefix(t)
+		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: limit, Window: time.Minute, Algorithm: alg}, pre)
+		for i := 0; i < 2000; i++ {
+			_, err := l.Allow(ctx, "abuser")
+			require.NoError(t, err)
+		}
+		key := script.Keys(ratelimit.Request{Prefix: pre, Key: "abuser", Policy: l.Policy()})[0]
+		if alg == ratelimit.SlidingWindow {
+			require.EqualValues(t, limit, a.ZCard(ctx, key).Val(), "ZCARD after 2000 requests at limit %d", limit)
+		} else {
+			require.Equal(t, fmt.Sprint(limit), a.HGet(ctx, key, "c").Val(), "the counter after 2000 requests")
+		}
+	}
+}
+
+// clockSkew: two app instances whose clocks are 5s apart. On the server's
+// clock (the default) they share one limit, whatever their clocks say; the
+// same instances sending their own clocks (WithClock) over-admit, which is
+// why the server clock is the default.
+func clockSkew(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	const limit, skew = 10, 5 * time.Second
+	p := ratelimit.Policy{Limit: limit, Window: 2 * time.Second}
+	ahead := func() time.Time { return time.Now().Add(skew) }
+	behind := time.Now
+
+	pre := prefix(t)
+	// What each instance's clock says is recorded, and must not be sent.
+	var sent atomic.Int64
+	spy := func(s ratelimit.Store) ratelimit.Store { return &timeSpy{Store: s, sent: &sent} }
+	a := limiter(t, spy(newStore(t, addr)), p, pre)
+	b := limiter(t, spy(newStore(t, addr)), p, pre)
+	admitted := 0
+	for i := 0; i < 2*limit; i++ {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		d, err := l.Allow(ctx, "user")
+		require.NoError(t, err)
+		if d.Allowed {
+			admitted++
+		}
+	}
+	require.Equal(t, limit, admitted, "two instances on the server clock share one limit")
+	require.Zero(t, sent.Load(), "no client time is sent on the server clock")
+
+	pre = prefix(t)
+	a = limiter(t, newStore(t, addr), p, pre, ratelimit.WithClock(ahead))
+	b = limiter(t, newStore(t, addr), p, pre, ratelimit.WithClock(behind))
+	admitted = 0
+	for _, l := range []*ratelimit.Limiter{b, a} { // the slow clock first, then the fast one
+		for i := 0; i < limit; i++ {
+			d, err := l.Allow(ctx, "user")
+			require.NoError(t, err)
+			if d.Allowed {
+				admitted++
+			}
+		}
+	}
+	require.Equal(t, 2*limit, admitted, "client clocks 5s apart admit twice the limit within a moment: the documented hazard of WithClock")
+}
+
+// timeSpy counts requests that carry a client time.
+type timeSpy struct {
+	ratelimit.Store
+	sent *atomic.Int64
+}
+
+func (s *timeSpy) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if !req.Now.IsZero() {
+		s.sent.Add(1)
+	}
+	return s.Store.Take(ctx, req)
+}
