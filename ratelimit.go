@@ -215,10 +215,14 @@ type Store interface {
 // several Limiters (in one process or many) on one shared store enforce one
 // limit together.
 type Limiter struct {
-	store  Store
-	policy atomic.Pointer[Policy]
-	prefix string
-	clock  func() time.Time
+	store    Store
+	policy   atomic.Pointer[Policy]
+	prefix   string
+	clock    func() time.Time
+	name     string
+	observer Observer
+	failOpen bool
+	dryRun   bool
 }
 
 // Option configures a Limiter.
@@ -234,6 +238,59 @@ func WithPrefix(prefix string) Option { return func(l *Limiter) { l.prefix = pre
 // window; use a client clock for tests, or when a network store must not
 // call TIME.
 func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.clock = now } }
+
+// WithName names the Limiter's policy ("per-user", "per-ip"...) in Events
+// and in Multi's decisions.
+func WithName(name string) Option { return func(l *Limiter) { l.name = name } }
+
+// WithObserver calls o after every decision (Allow, AllowN, Peek), including
+// failed ones. With no observer, nothing is measured.
+func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
+
+// WithFailOpen admits requests when the store fails (server down, timeout):
+// AllowN then returns an allowed Decision (Remaining 0, times zero) together
+// with the error, wrapped with ErrStore, which the observer also sees. By
+// default a Limiter fails closed: the zero Decision, not allowed, and the
+// error. Bad input is never admitted.
+func WithFailOpen() Option { return func(l *Limiter) { l.failOpen = true } }
+
+// WithDryRun makes the Limiter admit every request while deciding and
+// recording as usual: the observer sees the real decision (Event.Decision),
+// the caller an allowed one. For rolling out a new limit.
+func WithDryRun() Option { return func(l *Limiter) { l.dryRun = true } }
+
+// Observer receives every decision of a Limiter; it must be safe for
+// concurrent use and quick (it runs on the request's path).
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// Event is one decision as an Observer sees it: enough to trace a denial
+// to its key and policy.
+type Event struct {
+	// Name is the Limiter's name (WithName), Policy its policy then.
+	Name   string
+	Policy Policy
+	// Key is the caller's key; Cost the requests asked for (0 for Peek).
+	Key  string
+	Cost int
+	// Decision is the store's decision, before fail-open or dry-run change
+	// what the caller gets; the zero Decision when Err is set.
+	Decision Decision
+	// Err is the store's error, wrapped with ErrStore, or nil.
+	Err error
+	// Latency is the time the store took.
+	Latency time.Duration
+	// DryRun reports a Limiter in dry-run mode: the caller was admitted
+	// whatever Decision says.
+	DryRun bool
+}
 
 // New returns a Limiter applying p on store.
 func New(store Store, p Policy, opts ...Option) (*Limiter, error) {
@@ -286,6 +343,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, erro
 	if n < 1 || n > p.Limit {
 		return Decision{}, fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, p.Limit)
 	}
+	if l.observer != nil || l.failOpen || l.dryRun {
+		return l.decide(ctx, Request{Prefix: l.prefix, Key: key, Policy: *p, Cost: n, Now: l.now()})
+	}
 	// The request is built in the call: this is the hot path, and a Request
 	// passed through helpers is copied at each step.
 	d, err := l.store.Take(ctx, Request{Prefix: l.prefix, Key: key, Policy: *p, Cost: n, Now: l.now()})
@@ -295,17 +355,39 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, erro
 	return d, nil
 }
 
+// decide is AllowN and Peek with an observer, fail-open or dry-run.
+func (l *Limiter) decide(ctx context.Context, req Request) (Decision, error) {
+	var began time.Time
+	if l.observer != nil {
+		began = time.Now()
+	}
+	d, err := l.store.Take(ctx, req)
+	if err != nil {
+		d, err = Decision{}, storeError(err)
+	}
+	if l.observer != nil {
+		l.observer.Observe(ctx, Event{Name: l.name, Policy: req.Policy, Key: req.Key, Cost: req.Cost,
+			Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
+	}
+	switch {
+	case err != nil && l.failOpen:
+		return Decision{Allowed: true, Limit: req.Policy.Limit}, err
+	case err == nil && l.dryRun && !d.Allowed:
+		d.Allowed, d.RetryAfter = true, 0
+	}
+	return d, err
+}
+
+// Name is the name given with WithName.
+func (l *Limiter) Name() string { return l.name }
+
 // Peek reports key's quota without consuming any: Allowed tells whether a
 // request of cost 1 would be admitted now, Remaining how many would.
 func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	d, err := l.store.Take(ctx, l.request(key))
-	if err != nil {
-		return Decision{}, storeError(err)
-	}
-	return d, nil
+	return l.decide(ctx, l.request(key))
 }
 
 // Reset forgets key's history under the current algorithm: its full quota
