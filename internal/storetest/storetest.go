@@ -135,10 +135,12 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	require.Zero(t, up.failures.Load(), "server up")
 	require.Positive(t, up.calls.Load())
 
+	other := newStore(t, srv.Addr) // another instance, connected while the server is up
 	require.NoError(t, srv.Kill())
 	down := phase("server down", 500*time.Millisecond)
 	require.Equal(t, down.calls.Load(), down.failures.Load(), "with the server down every call fails (none is made up)")
 	require.Positive(t, down.calls.Load())
+	failurePolicy(t, other)
 
 	require.NoError(t, srv.Restart())
 	// The clients reconnect by themselves: no new store, no new limiter.
@@ -150,6 +152,28 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	require.Zero(t, again.failures.Load(), "server back")
 	t.Logf("up: %d calls; down: %d calls, all failed, slowest %v; back: %d calls",
 		up.calls.Load(), down.calls.Load(), time.Duration(down.slowest.Load()), again.calls.Load())
+}
+
+// failurePolicy, with the server down: a Limiter fails closed by default and
+// open when asked, and either way the error is returned and observed.
+func failurePolicy(t *testing.T, store ratelimit.Store) {
+	for _, open := range []bool{false, true} {
+		var observed atomic.Value
+		opts := []ratelimit.Option{ratelimit.WithObserver(ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+			observed.Store(e)
+		}))}
+		if open {
+			opts = append(opts, ratelimit.WithFailOpen())
+		}
+		l := limiter(t, store, ratelimit.PerMinute(10), "down:", opts...)
+		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+		d, err := l.Allow(ctx, "user")
+		cancel()
+		require.ErrorIs(t, err, ratelimit.ErrStore, "fail open %v: the error is returned", open)
+		require.Equal(t, open, d.Allowed, "fail open %v", open)
+		e, _ := observed.Load().(ratelimit.Event)
+		require.ErrorIs(t, e.Err, ratelimit.ErrStore, "fail open %v: the observer saw the error", open)
+	}
 }
 
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
