@@ -1,0 +1,197 @@
+package httplimit_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+)
+
+func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
+	l, err := ratelimit.New(s, p, opts...)
+	require.NoError(t, err)
+	return l
+}
+
+func memoryStore(t *testing.T) ratelimit.Store {
+	s := memory.New()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+
+// serve runs the middleware in a real HTTP server.
+func serve(t *testing.T, m *httplimit.Middleware) *httptest.Server {
+	srv := httptest.NewServer(m.Handler(ok))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string, header ...string) *http.Response {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestAdmitsThenDeniesWithHeaders(t *testing.T) {
+	l := limiter(t, memoryStore(t), ratelimit.PerMinute(3))
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}})
+	require.NoError(t, err)
+	srv := serve(t, m)
+	for i := 1; i <= 3; i++ {
+		resp := get(t, srv.URL)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "3", resp.Header.Get("RateLimit-Limit"))
+		require.Equal(t, strconv.Itoa(3-i), resp.Header.Get("RateLimit-Remaining"))
+		require.Equal(t, "60", resp.Header.Get("RateLimit-Reset"), "the oldest request leaves in a minute")
+		require.Equal(t, resp.Header.Get("RateLimit-Limit"), resp.Header.Get("X-RateLimit-Limit"))
+		reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64)
+		require.NoError(t, err)
+		require.InDelta(t, time.Now().Add(time.Minute).Unix(), reset, 2, "legacy reset is a Unix time")
+	}
+	resp := get(t, srv.URL)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "0", resp.Header.Get("RateLimit-Remaining"))
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.True(t, retry >= 59 && retry <= 60, "Retry-After %d: seconds until the oldest request leaves, rounded up", retry)
+}
+
+func TestLegacyHeadersCanBeSwitchedOff(t *testing.T) {
+	l := limiter(t, memoryStore(t), ratelimit.PerMinute(3))
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}}, httplimit.WithLegacyHeaders(false))
+	require.NoError(t, err)
+	resp := get(t, serve(t, m).URL)
+	require.Equal(t, "2", resp.Header.Get("RateLimit-Remaining"))
+	require.Empty(t, resp.Header.Get("X-RateLimit-Remaining"))
+}
+
+func TestSeveralRulesAndACustomDenial(t *testing.T) {
+	s := memoryStore(t)
+	perToken := limiter(t, s, ratelimit.PerMinute(2), ratelimit.WithName("per-token"), ratelimit.WithPrefix("token:"))
+	perIP := limiter(t, s, ratelimit.PerMinute(5), ratelimit.WithName("per-ip"), ratelimit.WithPrefix("ip:"))
+	m, err := httplimit.New([]httplimit.Rule{
+		{Limiter: perIP, Key: httplimit.RemoteIP()},
+		{Limiter: perToken, Key: httplimit.Header("X-Api-Token")},
+	}, httplimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d ratelimit.MultiDecision) {
+		w.Header().Set("X-Denied-By", d.Name)
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	require.NoError(t, err)
+	srv := serve(t, m)
+
+	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-Api-Token", "t1").StatusCode)
+	resp := get(t, srv.URL, "X-Api-Token", "t1")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "0", resp.Header.Get("RateLimit-Remaining"), "the strictest rule's quota: the token's")
+	resp = get(t, srv.URL, "X-Api-Token", "t1")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "per-token", resp.Header.Get("X-Denied-By"))
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-Api-Token", "t2").StatusCode, "another token")
+	d, err := perIP.Peek(context.Background(), "127.0.0.1")
+	require.NoError(t, err)
+	require.Equal(t, 3, d.Count, "the denied request took nothing from the IP's quota")
+
+	require.Equal(t, http.StatusBadRequest, get(t, srv.URL).StatusCode, "no token: no key")
+}
+
+// A store that really fails: a Redis client of a port where nothing listens.
+func deadStore(t *testing.T) ratelimit.Store {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return redis.New(c)
+}
+
+func TestFailsClosedOrOpenAsTheLimiterSays(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		var observed, handled error
+		obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { observed = e.Err })
+		opts := []ratelimit.Option{ratelimit.WithObserver(obs)}
+		if open {
+			opts = append(opts, ratelimit.WithFailOpen())
+		}
+		l := limiter(t, deadStore(t), ratelimit.PerMinute(3), opts...)
+		m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}},
+			httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+				handled = err
+				if w != nil {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}))
+		require.NoError(t, err)
+		resp := get(t, serve(t, m).URL)
+		if open {
+			require.Equal(t, http.StatusOK, resp.StatusCode, "fail open serves the request")
+			require.Empty(t, resp.Header.Get("RateLimit-Remaining"), "with no quota to report")
+		} else {
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "fail closed refuses it")
+		}
+		require.ErrorIs(t, observed, ratelimit.ErrStore, "open=%v: the observer saw the error", open)
+		require.ErrorIs(t, handled, ratelimit.ErrStore, "open=%v: the error handler saw it", open)
+	}
+}
+
+func TestRemoteIPTrustsOnlyConfiguredProxies(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	for _, tc := range []struct {
+		name, remote, xff string
+		trusted           []netip.Prefix
+		want              string
+	}{
+		{"no proxies: the peer, header ignored", "203.0.113.7:5000", "198.51.100.1", nil, "203.0.113.7"},
+		{"an untrusted peer cannot spoof", "203.0.113.7:5000", "198.51.100.1", proxies, "203.0.113.7"},
+		{"behind a trusted proxy: the client it saw", "10.1.2.3:80", "198.51.100.1", proxies, "198.51.100.1"},
+		{"two trusted proxies", "10.1.2.3:80", "198.51.100.1, 10.9.9.9", proxies, "198.51.100.1"},
+		{"a spoofed left entry is not trusted", "10.1.2.3:80", "1.1.1.1, 198.51.100.1", proxies, "198.51.100.1"},
+		{"IPv6 peer", "[::1]:80", "2001:db8::5", proxies, "2001:db8::5"},
+		{"IPv4-mapped IPv6", "[::ffff:203.0.113.9]:80", "", proxies, "203.0.113.9"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tc.remote
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		got, err := httplimit.RemoteIP(tc.trusted...)(r)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, got, tc.name)
+	}
+}
+
+type userKey struct{}
+
+func TestKeyFromContext(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	_, err := httplimit.FromContext(userKey{})(r)
+	require.True(t, errors.Is(err, httplimit.ErrNoKey))
+	r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice"))
+	got, err := httplimit.FromContext(userKey{})(r)
+	require.NoError(t, err)
+	require.Equal(t, "alice", got)
+}
