@@ -1,0 +1,66 @@
+// Package promlimit exports a Limiter's decisions as Prometheus metrics. It
+// lives apart so that the core module's packages do not depend on the
+// Prometheus client.
+//
+//	obs, err := promlimit.New(prometheus.DefaultRegisterer)
+//	limiter, err := ratelimit.New(store, policy, ratelimit.WithName("per-user"), ratelimit.WithObserver(obs))
+//
+// Metrics, labelled by the Limiter's name (WithName) as "policy":
+//
+//	ratelimit_decisions_total{policy, result="allowed|denied|error", dry_run="true|false"}
+//	ratelimit_decision_duration_seconds{policy}   (a histogram of the store's latency)
+//
+// Keys are deliberately not labels (one series per user would swamp
+// Prometheus): to trace a denial to its key, log it from an Observer of your
+// own, or chain one with this one.
+package promlimit
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Observer is a ratelimit.Observer that updates the metrics.
+type Observer struct {
+	decisions *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+}
+
+// New registers the metrics with reg and returns their Observer. One
+// Observer serves any number of Limiters.
+func New(reg prometheus.Registerer) (*Observer, error) {
+	o := &Observer{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_decisions_total",
+			Help: "Rate limit decisions, by policy and result (allowed, denied, error).",
+		}, []string{"policy", "result", "dry_run"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratelimit_decision_duration_seconds",
+			Help:    "Time the store took to decide.",
+			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}, []string{"policy"}),
+	}
+	for _, c := range []prometheus.Collector{o.decisions, o.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Observe implements ratelimit.Observer.
+func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
+	result := "allowed"
+	switch {
+	case e.Err != nil:
+		result = "error"
+	case !e.Decision.Allowed:
+		result = "denied"
+	}
+	o.decisions.WithLabelValues(e.Name, result, strconv.FormatBool(e.DryRun)).Inc()
+	o.latency.WithLabelValues(e.Name).Observe(e.Latency.Seconds())
+}

@@ -1,0 +1,55 @@
+package promlimit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/promlimit"
+)
+
+type brokenStore struct{}
+
+func (brokenStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("server down")
+}
+func (brokenStore) Reset(context.Context, ratelimit.Request) error { return nil }
+
+func TestCountsDecisionsByPolicyAndResult(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	obs, err := promlimit.New(reg)
+	require.NoError(t, err)
+	s := memory.New()
+	defer s.Close()
+	ctx := context.Background()
+	l, err := ratelimit.New(s, ratelimit.PerMinute(2), ratelimit.WithName("per-user"), ratelimit.WithObserver(obs))
+	require.NoError(t, err)
+	for i := 0; i < 5; i++ {
+		_, err := l.Allow(ctx, "alice")
+		require.NoError(t, err)
+	}
+	broken, err := ratelimit.New(brokenStore{}, ratelimit.PerMinute(2), ratelimit.WithName("per-ip"), ratelimit.WithObserver(obs))
+	require.NoError(t, err)
+	_, err = broken.Allow(ctx, "10.0.0.1")
+	require.Error(t, err)
+
+	want := `
+# HELP ratelimit_decisions_total Rate limit decisions, by policy and result (allowed, denied, error).
+# TYPE ratelimit_decisions_total counter
+ratelimit_decisions_total{dry_run="false",policy="per-ip",result="error"} 1
+ratelimit_decisions_total{dry_run="false",policy="per-user",result="allowed"} 2
+ratelimit_decisions_total{dry_run="false",policy="per-user",result="denied"} 3
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_decisions_total"))
+	require.Equal(t, 2, testutil.CollectAndCount(reg, "ratelimit_decision_duration_seconds"), "a latency histogram per policy")
+
+	_, err = promlimit.New(reg)
+	require.Error(t, err, "registering twice is refused, not silently ignored")
+}
