@@ -19,6 +19,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -116,20 +117,7 @@ func (b *backend) commandCalls() (map[string]int64, error) {
 	if b.admin == nil {
 		return nil, nil
 	}
-	info, err := b.admin.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		return nil, fmt.Errorf("INFO commandstats: %w", err)
-	}
-	calls := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
-		calls[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	return calls, nil
+	return serverinfo.CommandCalls(context.Background(), b.admin)
 }
 
 // clientCommands is how many commands clients sent between two readings:

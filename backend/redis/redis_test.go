@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -79,33 +79,9 @@ func newLimiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...rat
 
 func prefix(t *testing.T) string { return "test:" + t.Name() + ":" }
 
-func TestRecoversFromScriptFlush(t *testing.T) {
-	c := client(t)
-	ctx := context.Background()
-	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
-		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg})
-		for i := 1; i <= 3; i++ {
-			require.NoError(t, c.ScriptFlush(ctx).Err())
-			d, err := l.Allow(ctx, "user")
-			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH", alg, i)
-			require.Equal(t, i, d.Count, "%v: counted once", alg)
-		}
-	}
-}
-
-// commandStats reads the calls of every command from INFO commandstats.
 func commandStats(t *testing.T, c *goredis.Client) map[string]int64 {
-	info, err := c.Info(context.Background(), "commandstats").Result()
+	calls, err := serverinfo.CommandCalls(context.Background(), c)
 	require.NoError(t, err)
-	calls := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
-		calls[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
 	return calls
 }
 
@@ -198,32 +174,13 @@ func TestMemoryOfAFullKey(t *testing.T) {
 	}
 }
 
-func TestHonoursTheContextDeadline(t *testing.T) {
+// go-redis honours deadlines only with ContextTimeoutEnabled; the store
+// honours them without it too (TestReliability covers the client with it).
+func TestHonoursTheDeadlineWithoutContextTimeoutEnabled(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
-	for _, enabled := range []bool{true, false} {
-		t.Run("ContextTimeoutEnabled="+strconv.FormatBool(enabled), func(t *testing.T) {
-			c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: enabled})
-			defer c.Close()
-			admin := client(t)
-			ctx := context.Background()
-			l := newLimiter(t, redis.New(c), ratelimit.PerMinute(10))
-			_, err := l.Allow(ctx, "user") // connection and script ready
-			require.NoError(t, err)
-
-			sleeping := make(chan error, 1)
-			go func() { sleeping <- admin.Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
-			time.Sleep(50 * time.Millisecond) // let the server fall asleep
-			deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
-			began := time.Now()
-			_, err = l.Allow(deadline, "user")
-			elapsed := time.Since(began)
-			require.ErrorIs(t, err, ratelimit.ErrStore)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
-			require.NoError(t, <-sleeping)
-		})
-	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	storetest.SlowServer(t, srv.Addr, redis.New(c))
 }
 
 func TestReliability(t *testing.T) {

@@ -43,20 +43,6 @@ func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy) *ratelimit.Lim
 	return l
 }
 
-func TestRecoversFromScriptFlush(t *testing.T) {
-	c := client(t)
-	ctx := context.Background()
-	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
-		l := limiter(t, valkey.New(c), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg})
-		for i := 1; i <= 3; i++ {
-			require.NoError(t, c.Do(ctx, c.B().ScriptFlush().Build()).Error())
-			d, err := l.Allow(ctx, "user")
-			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH", alg, i)
-			require.Equal(t, i, d.Count, "%v: counted once", alg)
-		}
-	}
-}
-
 // Both backends share scripts, key names and the server clock: requests
 // through either count against one limit.
 func TestSharesStateWithTheRedisBackend(t *testing.T) {
@@ -85,27 +71,6 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 0, d.Count, "%v: a reset through one backend is seen by the other", alg)
 	}
-}
-
-func TestHonoursTheContextDeadline(t *testing.T) {
-	c, admin := client(t), client(t)
-	ctx := context.Background()
-	l := limiter(t, valkey.New(c), ratelimit.PerMinute(10))
-	_, err := l.Allow(ctx, "user")
-	require.NoError(t, err)
-
-	sleeping := make(chan error, 1)
-	go func() { sleeping <- admin.Do(ctx, admin.B().Arbitrary("DEBUG", "SLEEP").Args("0.5").Build()).Error() }()
-	time.Sleep(50 * time.Millisecond)
-	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	began := time.Now()
-	_, err = l.Allow(deadline, "user")
-	elapsed := time.Since(began)
-	require.ErrorIs(t, err, ratelimit.ErrStore)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
-	require.NoError(t, <-sleeping)
 }
 
 func TestReliability(t *testing.T) {

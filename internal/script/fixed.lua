@@ -1,16 +1,8 @@
 -- Fixed window: one atomic decision (the rules: package algorithm).
 -- KEYS[1]  a hash: s = start of the stored window (µs), c = its count
--- ARGV     limit, window (µs), cost (0 = peek), now (µs, or "" for the
---          server's TIME), TTL slack (ms)
 -- Returns  {allowed (0|1), count, reset_at (µs), retry_after (µs), now (µs)}
+-- (prelude.lua comes first: limit, window, cost, slack, now.)
 local key = KEYS[1]
-local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-if not now then
-  if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 
 local r = math.fmod(now, window) -- exact, unlike a - floor(a/b)*b
 if r < 0 then r = r + window end
@@ -30,6 +22,6 @@ if not allowed then
 elseif cost > 0 then
   count = count + cost
   redis.call('HSET', key, 's', start, 'c', count)
-  redis.call('PEXPIRE', key, math.ceil((reset_at - now) / 1000) + tonumber(ARGV[5]))
+  redis.call('PEXPIRE', key, math.ceil((reset_at - now) / 1000) + slack)
 end
 return {allowed and 1 or 0, count, reset_at, retry, now}

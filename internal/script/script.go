@@ -13,10 +13,17 @@ import (
 )
 
 var (
+	//go:embed prelude.lua
+	prelude string
 	//go:embed sliding.lua
-	Sliding string
+	sliding string
 	//go:embed fixed.lua
-	Fixed string
+	fixed string
+
+	// Sliding decides a sliding-window request: prelude.lua, then sliding.lua.
+	Sliding = prelude + sliding
+	// Fixed decides a fixed-window request: prelude.lua, then fixed.lua.
+	Fixed = prelude + fixed
 )
 
 // TTLSlack is how much longer than the window a key lives after its last

@@ -1,19 +1,10 @@
 -- Sliding-window log: one atomic decision (the rules: package algorithm).
 -- KEYS[1]  the log: a sorted set of entries scored by their time in µs
 -- KEYS[2]  the counter that names entries (same hash tag as KEYS[1])
--- ARGV     limit, window (µs), cost (0 = peek), now (µs, or "" for the
---          server's TIME), TTL slack (ms)
 -- Returns  {allowed (0|1), count, reset_at (µs), retry_after (µs), now (µs)}
+-- (prelude.lua comes first: limit, window, cost, slack, now.)
 local log, seq = KEYS[1], KEYS[2]
-local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-if not now then
-  if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
--- Times are integers below 2^53: exact as Lua numbers, and redis.call
--- passes numbers on exactly. An entry at t is in the window while t > cutoff.
+-- An entry at t is in the window while t > cutoff.
 local cutoff = now - window
 
 local count
@@ -48,7 +39,7 @@ elseif cost > 0 then
     until redis.call('ZADD', log, 'NX', now, id) == 1
   end
   count = count + cost
-  local ttl = math.ceil(window / 1000) + tonumber(ARGV[5])
+  local ttl = math.ceil(window / 1000) + slack
   redis.call('PEXPIRE', log, ttl)
   redis.call('PEXPIRE', seq, ttl)
 end

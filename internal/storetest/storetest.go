@@ -30,7 +30,9 @@ type NewStore func(t *testing.T, addr string) ratelimit.Store
 // which binaries can start a server of its own for the fault checks.
 func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("survives the server stopping and restarting under load", func(t *testing.T) { faults(t, kind, newStore) })
+	t.Run("recovers from SCRIPT FLUSH, counting each request once", func(t *testing.T) { scriptFlushed(t, addr, newStore) })
 	t.Run("SCRIPT FLUSH under load reaches no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
+	t.Run("a slow server does not hold a caller past its deadline", func(t *testing.T) { SlowServer(t, addr, newStore(t, addr)) })
 	t.Run("bad input stores nothing on the server", func(t *testing.T) { badInput(t, addr, newStore) })
 	t.Run("a flood of denied requests keeps limit entries", func(t *testing.T) { flood(t, addr, newStore) })
 	t.Run("instances with skewed clocks share one limit on the server clock", func(t *testing.T) { clockSkew(t, addr, newStore) })
@@ -174,6 +176,43 @@ func failurePolicy(t *testing.T, store ratelimit.Store) {
 		e, _ := observed.Load().(ratelimit.Event)
 		require.ErrorIs(t, e.Err, ratelimit.ErrStore, "fail open %v: the observer saw the error", open)
 	}
+}
+
+func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
+	a := admin(t, addr)
+	ctx := context.Background()
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg}, prefix(t))
+		for i := 1; i <= 3; i++ {
+			require.NoError(t, a.ScriptFlush(ctx).Err())
+			d, err := l.Allow(ctx, "user")
+			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH", alg, i)
+			require.Equal(t, i, d.Count, "%v: counted once", alg)
+		}
+	}
+}
+
+// SlowServer puts the server at addr to sleep for half a second (DEBUG
+// SLEEP) and requires a call on store with a 50ms deadline to return at its
+// deadline with an error wrapping ErrStore and context.DeadlineExceeded.
+func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
+	ctx := context.Background()
+	l := limiter(t, store, ratelimit.PerMinute(10), prefix(t))
+	_, err := l.Allow(ctx, "user") // connected, script loaded
+	require.NoError(t, err)
+
+	sleeping := make(chan error, 1)
+	go func() { sleeping <- admin(t, addr).Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
+	time.Sleep(50 * time.Millisecond) // let the server fall asleep
+	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err = l.Allow(deadline, "user")
+	elapsed := time.Since(began)
+	require.ErrorIs(t, err, ratelimit.ErrStore)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
+	require.NoError(t, <-sleeping)
 }
 
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
