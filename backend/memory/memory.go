@@ -2,13 +2,13 @@
 // shared only by the Limiters of one process. It is the default for a
 // single-node app and for tests.
 //
-// Keys are spread over shards, each a mutex guarding an LRU of key states
+// Keys are spread over shards, each a mutex guarding an LRU of keys
 // (github.com/hashicorp/golang-lru/v2), so decisions on different keys rarely
-// contend. A key's sliding log is a sorted slice of timestamps, pruned by
+// contend. A key holds one state per prefix and algorithm it is used under. A key's sliding log is a sorted slice of timestamps, pruned by
 // binary search; a warm key decides without allocating.
 //
 // The number of keys is bounded (WithMaxKeys). A background sweeper drops
-// keys whose window has passed, which loses nothing; when the bound is reached
+// keys whose windows have all passed, which loses nothing; when the bound is reached
 // while every key is still active, the least recently used key is evicted and
 // its history forgotten, so size the bound above the number of keys active
 // within one window.
@@ -50,15 +50,27 @@ type Store struct {
 
 type shard struct {
 	mu       sync.Mutex
-	keys     *simplelru.LRU[stateKey, *state]
+	keys     *simplelru.LRU[string, *entry]
 	capacity int
 	_        [64 - 24]byte // one shard per cache line: no false sharing of locks
 }
 
-// stateKey names a key's state without building a string per call.
-type stateKey struct {
-	prefix, key string
-	alg         ratelimit.Algorithm
+// entry is what a shard holds for one key: a state per prefix and algorithm
+// the key is used under. A key is looked up by its own string, the cheapest
+// map key to hash; the few prefixes it lives under are then compared.
+type entry struct {
+	slots []slot // usually one: first
+	first [1]slot
+	// used is the second-chance bit of the CLOCK approximation of LRU: a
+	// hit sets it instead of moving the key to the front of the LRU list,
+	// which would write to its neighbours (cache misses under load).
+	used bool
+}
+
+type slot struct {
+	prefix string
+	alg    ratelimit.Algorithm
+	state
 }
 
 type state struct {
@@ -67,10 +79,35 @@ type state struct {
 	// idleAt is when the state holds nothing in its window any more, under
 	// the window it was last written with (µs).
 	idleAt int64
-	// used is the second-chance bit of the CLOCK approximation of LRU: a
-	// hit sets it instead of moving the key to the front of the LRU list,
-	// which would write to its neighbours (cache misses under load).
-	used bool
+}
+
+// empty reports whether the state holds no history.
+func (st *state) empty() bool { return st.log.Len() == 0 && !st.counter.Started }
+
+func newEntry() *entry {
+	e := &entry{}
+	e.slots = e.first[:0]
+	return e
+}
+
+// slot is the state of the key under prefix and alg, or nil.
+func (e *entry) slot(prefix string, alg ratelimit.Algorithm) *slot {
+	for i := range e.slots {
+		if sl := &e.slots[i]; sl.alg == alg && sl.prefix == prefix {
+			return sl
+		}
+	}
+	return nil
+}
+
+// idle reports whether every state of the key holds nothing at now.
+func (e *entry) idle(now int64) bool {
+	for i := range e.slots {
+		if e.slots[i].idleAt > now {
+			return false
+		}
+	}
+	return true
 }
 
 // Option configures a Store.
@@ -123,7 +160,7 @@ func New(opts ...Option) *Store {
 		if i < c.maxKeys%n {
 			capacity++
 		}
-		lru, err := simplelru.NewLRU[stateKey, *state](capacity, nil)
+		lru, err := simplelru.NewLRU[string, *entry](capacity, nil)
 		if err != nil {
 			panic(err) // only for a non-positive size, excluded above
 		}
@@ -150,7 +187,7 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 		return ratelimit.Decision{}, err
 	}
 	window, limit := algorithm.WindowMicros(req.Policy), req.Policy.Limit
-	k := stateKey{req.Prefix, req.Key, req.Policy.Algorithm}
+	alg := req.Policy.Algorithm
 	sh := s.shard(req.Key)
 
 	sh.mu.Lock()
@@ -162,18 +199,26 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	} else {
 		nowUS = algorithm.Micros(req.Now)
 	}
-	st, ok := sh.keys.Peek(k)
-	if !ok {
-		if req.Cost == 0 { // a peek on an unknown key: nothing to store
+	e, ok := sh.keys.Peek(req.Key)
+	var sl *slot
+	if ok {
+		sl = e.slot(req.Prefix, alg)
+	}
+	if sl == nil {
+		if req.Cost == 0 { // a peek at an unknown state: nothing to store
 			sh.mu.Unlock()
 			var empty state
-			return empty.take(k.alg, nowUS, window, limit, 0).Decision(limit), nil
+			return empty.take(alg, nowUS, window, limit, 0).Decision(limit), nil
 		}
-		st = &state{}
-		sh.add(k, st)
+		if !ok {
+			e = newEntry()
+			sh.add(req.Key, e)
+		}
+		e.slots = append(e.slots, slot{prefix: req.Prefix, alg: alg})
+		sl = &e.slots[len(e.slots)-1]
 	}
-	st.used = true
-	out := st.take(k.alg, nowUS, window, limit, req.Cost)
+	e.used = true
+	out := sl.take(alg, nowUS, window, limit, req.Cost)
 	sh.mu.Unlock()
 	return out.Decision(limit), nil
 }
@@ -200,12 +245,25 @@ func (s *Store) Reset(ctx context.Context, req ratelimit.Request) error {
 	}
 	sh := s.shard(req.Key)
 	sh.mu.Lock()
-	sh.keys.Remove(stateKey{req.Prefix, req.Key, req.Policy.Algorithm})
-	sh.mu.Unlock()
+	defer sh.mu.Unlock()
+	e, ok := sh.keys.Peek(req.Key)
+	if !ok {
+		return nil
+	}
+	if sl := e.slot(req.Prefix, req.Policy.Algorithm); sl != nil {
+		sl.state = state{} // an empty state is no history; its memory goes
+	}
+	for i := range e.slots {
+		if !e.slots[i].empty() {
+			return nil
+		}
+	}
+	sh.keys.Remove(req.Key)
 	return nil
 }
 
-// Len is the number of keys held.
+// Len is the number of keys held (a key used under several prefixes or
+// algorithms counts once).
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -228,7 +286,7 @@ func (s *Store) Close() error {
 // add inserts a new key, evicting when the shard is full: keys used since
 // they last reached the back of the list get a second chance at the front;
 // the first one that was not used goes.
-func (sh *shard) add(k stateKey, st *state) {
+func (sh *shard) add(key string, e *entry) {
 	for i := sh.keys.Len(); i > 0 && sh.keys.Len() >= sh.capacity; i-- {
 		oldest, v, _ := sh.keys.GetOldest()
 		if !v.used {
@@ -237,7 +295,7 @@ func (sh *shard) add(k stateKey, st *state) {
 		v.used = false
 		sh.keys.Get(oldest) // moves it to the front
 	}
-	sh.keys.Add(k, st)
+	sh.keys.Add(key, e)
 }
 
 func (s *Store) shard(key string) *shard {
@@ -258,8 +316,8 @@ func (s *Store) sweeper() {
 	}
 }
 
-// Sweep drops every key whose window has passed, and reports how many it
-// dropped. The sweeper calls it; call it yourself with the sweeper off.
+// Sweep drops every key whose windows have all passed, and reports how many
+// it dropped. The sweeper calls it; call it yourself with the sweeper off.
 func (s *Store) Sweep() int {
 	now := s.micros()
 	dropped := 0
@@ -267,7 +325,7 @@ func (s *Store) Sweep() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for _, k := range sh.keys.Keys() {
-			if st, ok := sh.keys.Peek(k); ok && st.idleAt <= now {
+			if e, ok := sh.keys.Peek(k); ok && e.idle(now) {
 				sh.keys.Remove(k)
 				dropped++
 			}

@@ -53,13 +53,44 @@ func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Peek(ctx, "peeked") // a peek stores nothing
 	require.NoError(t, err)
-	require.Equal(t, 3, s.Len())
+	require.Equal(t, 2, s.Len(), "\"old\" under two algorithms is one key")
 
-	require.Equal(t, 2, s.Sweep(), "both states of \"old\" are idle")
+	require.Equal(t, 1, s.Sweep(), "both states of \"old\" are idle")
 	require.Equal(t, 1, s.Len())
 	d, err := l.Peek(ctx, "recent")
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Count, "a key still in its window keeps its history")
+}
+
+// A key lives under several prefixes and algorithms as one entry: it goes
+// when its last state is reset or idle, not before.
+func TestAKeyUnderSeveralLimitersIsHeldOnce(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s := New(WithClock(clock.Now), WithSweepInterval(0))
+	defer s.Close()
+	ctx := context.Background()
+	short := newLimiter(t, s, ratelimit.PerSecond(5), clock.Now)
+	long, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithClock(clock.Now), ratelimit.WithPrefix("other:"))
+	require.NoError(t, err)
+	for _, l := range []*ratelimit.Limiter{short, long} {
+		_, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, s.Len())
+
+	clock.now = clock.now.Add(2 * time.Second) // short's window has passed, long's has not
+	require.Zero(t, s.Sweep())
+	d, err := long.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Count, "sweeping kept the state still in its window")
+
+	require.NoError(t, long.Reset(ctx, "k"))
+	require.Equal(t, 1, s.Len(), "short's state is still held")
+	require.NoError(t, short.Reset(ctx, "k"))
+	require.Zero(t, s.Len(), "the last reset drops the key")
+	d, err = long.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, d.Count)
 }
 
 func TestSweeperRunsInTheBackgroundUntilClose(t *testing.T) {
@@ -85,10 +116,11 @@ func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 		_, err := l.Allow(context.Background(), "abuser")
 		require.NoError(t, err)
 	}
-	sh := s.shard("abuser")
-	st, ok := sh.keys.Peek(stateKey{ratelimit.DefaultPrefix, "abuser", ratelimit.SlidingWindow})
+	e, ok := s.shard("abuser").keys.Peek("abuser")
 	require.True(t, ok)
-	require.Equal(t, 100, st.log.Len())
+	sl := e.slot(ratelimit.DefaultPrefix, ratelimit.SlidingWindow)
+	require.NotNil(t, sl)
+	require.Equal(t, 100, sl.log.Len())
 }
 
 func TestWarmKeyDoesNotAllocate(t *testing.T) {
