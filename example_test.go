@@ -1,0 +1,151 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/conformance"
+)
+
+// A limiter of 3 requests per second on the in-process store: the fourth
+// request within the second is denied.
+func Example() {
+	store := memory.New()
+	defer store.Close()
+	limiter, err := ratelimit.New(store, ratelimit.PerSecond(3))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := 1; i <= 4; i++ {
+		d, err := limiter.Allow(ctx, "user:42")
+		if err != nil {
+			panic(err) // wraps ratelimit.ErrStore when the store fails
+		}
+		fmt.Printf("request %d: allowed=%v remaining=%d\n", i, d.Allowed, d.Remaining)
+	}
+	// Output:
+	// request 1: allowed=true remaining=2
+	// request 2: allowed=true remaining=1
+	// request 3: allowed=true remaining=0
+	// request 4: allowed=false remaining=0
+}
+
+// In a sliding window a denied request learns exactly when it would fit:
+// when the oldest request leaves the window, not a whole window later.
+func ExampleLimiter_AllowN() {
+	clock := conformance.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := memory.New()
+	defer store.Close()
+	limiter, _ := ratelimit.New(store, ratelimit.Policy{Limit: 5, Window: 10 * time.Second},
+		ratelimit.WithClock(clock.Now))
+	ctx := context.Background()
+
+	limiter.AllowN(ctx, "user:42", 2) // 12:00:00, cost 2
+	clock.Advance(3 * time.Second)
+	limiter.AllowN(ctx, "user:42", 3) // 12:00:03, cost 3: the window is full
+	clock.Advance(time.Second)
+
+	d, _ := limiter.Allow(ctx, "user:42") // 12:00:04
+	fmt.Println("allowed:", d.Allowed, "retry after:", d.RetryAfter)
+	d, _ = limiter.AllowN(ctx, "user:42", 3)
+	fmt.Println("cost 3 allowed:", d.Allowed, "retry after:", d.RetryAfter)
+	// Output:
+	// allowed: false retry after: 6s
+	// cost 3 allowed: false retry after: 9s
+}
+
+// SetPolicy applies at once to keys that already have a history: a user who
+// used up 2 requests has 3 left when the limit goes up to 5.
+func ExampleLimiter_SetPolicy() {
+	store := memory.New()
+	defer store.Close()
+	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(2))
+	ctx := context.Background()
+	limiter.Allow(ctx, "user:42")
+	limiter.Allow(ctx, "user:42")
+	d, _ := limiter.Allow(ctx, "user:42")
+	fmt.Println("under 2/min:", d.Allowed)
+
+	if err := limiter.SetPolicy(ratelimit.PerMinute(5)); err != nil {
+		panic(err)
+	}
+	d, _ = limiter.Allow(ctx, "user:42")
+	fmt.Println("under 5/min:", d.Allowed, "remaining:", d.Remaining)
+	// Output:
+	// under 2/min: false
+	// under 5/min: true remaining: 2
+}
+
+// Bad input is a sentinel error, and nothing is recorded.
+func ExampleLimiter_AllowN_invalid() {
+	store := memory.New()
+	defer store.Close()
+	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(10))
+	ctx := context.Background()
+
+	_, err := limiter.AllowN(ctx, "user:42", 11)
+	fmt.Println(errors.Is(err, ratelimit.ErrInvalidCost))
+	_, err = limiter.Allow(ctx, "")
+	fmt.Println(errors.Is(err, ratelimit.ErrInvalidKey))
+	_, err = ratelimit.New(store, ratelimit.Policy{Limit: 0, Window: time.Minute})
+	fmt.Println(errors.Is(err, ratelimit.ErrInvalidPolicy))
+	d, _ := limiter.Peek(ctx, "user:42")
+	fmt.Println("remaining:", d.Remaining)
+	// Output:
+	// true
+	// true
+	// true
+	// remaining: 10
+}
+
+// Several policies on one request: it passes only if all admit it, and the
+// decision names the one that denied. The denial takes nothing from the
+// other policy.
+func ExampleMulti() {
+	store := memory.New()
+	defer store.Close()
+	perUser, _ := ratelimit.New(store, ratelimit.PerMinute(100), ratelimit.WithName("per-user"), ratelimit.WithPrefix("user:"))
+	perIP, _ := ratelimit.New(store, ratelimit.PerMinute(2), ratelimit.WithName("per-ip"), ratelimit.WithPrefix("ip:"))
+	both, _ := ratelimit.NewMulti(perUser, perIP)
+	ctx := context.Background()
+
+	for i := 1; i <= 3; i++ {
+		d, _ := both.Allow(ctx, "alice", "192.0.2.7") // one key per limiter, in order
+		fmt.Printf("request %d: allowed=%v strictest=%s remaining=%d\n", i, d.Allowed, d.Name, d.Remaining)
+	}
+	u, _ := perUser.Peek(ctx, "alice")
+	fmt.Println("per-user count:", u.Count)
+	// Output:
+	// request 1: allowed=true strictest=per-ip remaining=1
+	// request 2: allowed=true strictest=per-ip remaining=0
+	// request 3: allowed=false strictest=per-ip remaining=0
+	// per-user count: 2
+}
+
+// An observer sees every decision with its key and policy, so a denial can
+// be traced; dry-run mode admits everything while the observer sees what the
+// new limit would have done.
+func ExampleWithDryRun() {
+	store := memory.New()
+	defer store.Close()
+	watch := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+		fmt.Printf("%s %s: would allow=%v\n", e.Name, e.Key, e.Decision.Allowed)
+	})
+	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(1),
+		ratelimit.WithName("new-limit"), ratelimit.WithObserver(watch), ratelimit.WithDryRun())
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		d, _ := limiter.Allow(ctx, "user:42")
+		fmt.Println("caller sees allowed:", d.Allowed)
+	}
+	// Output:
+	// new-limit user:42: would allow=true
+	// caller sees allowed: true
+	// new-limit user:42: would allow=false
+	// caller sees allowed: true
+}

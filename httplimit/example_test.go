@@ -1,0 +1,43 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+)
+
+// Two requests per minute per API key (the X-API-Key header): the third gets
+// 429 with Retry-After, and every response carries the quota headers.
+func Example() {
+	store := memory.New()
+	defer store.Close()
+	perKey, err := ratelimit.New(store, ratelimit.PerMinute(2), ratelimit.WithName("per-api-key"))
+	if err != nil {
+		panic(err)
+	}
+	mw, err := httplimit.New([]httplimit.Rule{{Limiter: perKey, Key: httplimit.Header("X-API-Key")}})
+	if err != nil {
+		panic(err)
+	}
+	api := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+
+	for i := 1; i <= 3; i++ {
+		req := httptest.NewRequest(http.MethodGet, "/api", nil)
+		req.Header.Set("X-API-Key", "k-123")
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		h := rec.Header()
+		fmt.Printf("%d limit=%s remaining=%s retry-after=%q\n",
+			rec.Code, h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("Retry-After"))
+	}
+	// Output:
+	// 200 limit=2 remaining=1 retry-after=""
+	// 200 limit=2 remaining=0 retry-after=""
+	// 429 limit=2 remaining=0 retry-after="60"
+}
