@@ -378,6 +378,44 @@ func (l *Limiter) decide(ctx context.Context, req Request) (Decision, error) {
 	return d, err
 }
 
+// Wait is WaitN(ctx, key, 1).
+func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until key may make n requests, records them and returns the
+// admitting Decision. After each denial it sleeps for the denial's
+// RetryAfter (in real time) and asks again: other callers may take the
+// freed quota first, so a wait can take several rounds. It returns at once,
+// with the denial and an error wrapping context.DeadlineExceeded, when the
+// context's deadline comes before the request could fit; when the context
+// is done while waiting, the last denial and ctx.Err(). Errors are as for
+// AllowN (a Limiter that fails open admits without waiting).
+func (l *Limiter) WaitN(ctx context.Context, key string, n int) (Decision, error) {
+	var timer *time.Timer
+	for {
+		d, err := l.AllowN(ctx, key, n)
+		if err != nil || d.Allowed {
+			return d, err
+		}
+		wait := max(d.RetryAfter, time.Microsecond)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return d, fmt.Errorf("ratelimit: %q would wait %v, past the context's deadline: %w", key, wait, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return d, ctx.Err()
+		}
+	}
+}
+
 // Name is the name given with WithName.
 func (l *Limiter) Name() string { return l.name }
 
