@@ -149,3 +149,22 @@ func ExampleWithDryRun() {
 	// new-limit user:42: would allow=false
 	// caller sees allowed: true
 }
+
+// Wait sleeps until the request fits: here until the first request leaves
+// its 50ms window.
+func ExampleLimiter_Wait() {
+	store := memory.New()
+	defer store.Close()
+	limiter, _ := ratelimit.New(store, ratelimit.Policy{Limit: 1, Window: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+
+	first, _ := limiter.Allow(ctx, "job-queue")
+	d, err := limiter.Wait(ctx, "job-queue")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("allowed:", d.Allowed, "after the first left:", !d.At.Before(first.At.Add(50*time.Millisecond)))
+	// Output:
+	// allowed: true after the first left: true
+}
