@@ -37,29 +37,24 @@ type backend struct {
 // best throughput measured on a 2-core machine (0, 20, 50, 100µs tried).
 const valkeyFlushDelay = 50 * time.Microsecond
 
-// servers are the throwaway servers this run started, one per binary.
+// servers are the throwaway servers this run started, one per list of
+// binaries asked for (so one per network backend).
 type servers map[string]*testserver.Server
 
 func (s *servers) start(binaries ...string) (string, error) {
 	if *s == nil {
 		*s = servers{}
 	}
-	for _, bin := range binaries {
-		path, err := exec.LookPath(bin)
-		if err != nil {
-			continue
-		}
-		if srv, ok := (*s)[path]; ok {
-			return srv.Addr, nil
-		}
-		srv, err := testserver.StartBinary(path)
-		if err != nil {
-			return "", err
-		}
-		(*s)[path] = srv
+	id := strings.Join(binaries, ",")
+	if srv, ok := (*s)[id]; ok {
 		return srv.Addr, nil
 	}
-	return "", fmt.Errorf("none of %s is on PATH: pass -addr host:port of a running server, or install one (apt-get install redis-server)", strings.Join(binaries, ", "))
+	srv, err := testserver.StartFromPath(binaries)
+	if err != nil {
+		return "", fmt.Errorf("%w: or pass -addr host:port of a running server", err)
+	}
+	(*s)[id] = srv
+	return srv.Addr, nil
 }
 
 func (s *servers) stopAll() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -19,11 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.StopAll()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m) }
 
 var algorithms = []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow}
 

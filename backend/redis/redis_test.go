@@ -2,8 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,11 +19,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.StopAll()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m) }
 
 // client is a new client of the test server, closed after the test.
 func client(t testing.TB) *goredis.Client {
@@ -43,16 +37,7 @@ func TestConformance(t *testing.T) {
 // A real one-node Redis Cluster: a script touching keys of two slots fails
 // there with CROSSSLOT, so the whole suite passing proves the hash tags.
 func TestConformanceOnACluster(t *testing.T) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not on PATH")
-		}
-		t.Skip("redis-server is not on PATH")
-	}
-	srv, err := testserver.StartBinary(path, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-	require.NoError(t, err)
-	t.Cleanup(srv.Stop)
+	srv := testserver.Own(t, testserver.Redis, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	defer admin.Close()
 	ctx := context.Background()

@@ -2,7 +2,6 @@ package valkey_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -18,11 +17,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testserver.StopAll()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m) }
 
 func client(t testing.TB) vk.Client {
 	srv := testserver.Get(t, testserver.Valkey)

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,22 +105,7 @@ func startLoad(l *ratelimit.Limiter) *load {
 func (ld *load) finish() { close(ld.stop); ld.done.Wait() }
 
 func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
-	var path string
-	for _, bin := range kind.Binaries {
-		if p, err := exec.LookPath(bin); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("none of %v on PATH to start a server of the test's own", kind.Binaries)
-		}
-		t.Skipf("none of %v on PATH to start a server of the test's own", kind.Binaries)
-	}
-	srv, err := testserver.StartBinary(path)
-	require.NoError(t, err)
-	t.Cleanup(srv.Stop)
+	srv := testserver.Own(t, kind) // to kill and restart
 	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix(t))
 
 	phase := func(name string, d time.Duration) *load {

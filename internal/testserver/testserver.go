@@ -3,8 +3,9 @@
 // loopback port with persistence off, else a Docker container when a Docker
 // engine answers. With none of these a test skips, or fails when CI=true.
 //
-// A package starts at most one server of each kind, shared by its tests; its
-// TestMain must call StopAll after m.Run.
+// A package starts at most one server of each kind, shared by its tests
+// (Get), and stops it when its tests are done (Main). A test that needs a
+// server of its own, to kill or to configure, starts one with Own.
 package testserver
 
 import (
@@ -56,6 +57,19 @@ var (
 	started = map[string]*Server{}
 )
 
+// Main is a test package's TestMain: it runs the tests, then stops the
+// servers Get started.
+func Main(m *testing.M) {
+	code := m.Run()
+	mu.Lock()
+	for _, s := range started {
+		s.Stop()
+	}
+	started = map[string]*Server{}
+	mu.Unlock()
+	os.Exit(code)
+}
+
 // Get returns the package's server of kind k, starting it on first use.
 func Get(t testing.TB, k Kind) *Server {
 	t.Helper()
@@ -66,54 +80,65 @@ func Get(t testing.TB, k Kind) *Server {
 	}
 	s, err := find(k)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no %s server for the tests, and CI=true: %v", k.Env, err)
-		}
-		t.Skipf("no %s server: %v", k.Env, err)
+		unavailable(t, "no %s server: %v", k.Env, err)
 	}
 	started[k.Env] = s
 	return s
 }
 
-// StopAll stops every server this package started.
-func StopAll() {
-	mu.Lock()
-	defer mu.Unlock()
-	for _, s := range started {
-		s.Stop()
+// Own starts a server of kind k for t alone, from the first of k's binaries
+// on PATH, with the extra arguments; it is stopped when t ends. Kill and
+// Restart work on it.
+func Own(t testing.TB, k Kind, extra ...string) *Server {
+	t.Helper()
+	s, err := StartFromPath(k.Binaries, extra...)
+	if err != nil {
+		unavailable(t, "no server of the test's own: %v", err)
 	}
-	started = map[string]*Server{}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// unavailable skips t, or fails it under CI=true, where every server must be
+// reachable.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format+" (and CI=true: the tests must not skip)", args...)
+	}
+	t.Skipf(format, args...)
 }
 
 func find(k Kind) (*Server, error) {
 	if addr := os.Getenv(k.Env); addr != "" {
 		return &Server{Addr: addr, Origin: "$" + k.Env}, waitReady(addr, 5*time.Second)
 	}
-	var errs []error
-	for _, bin := range k.Binaries {
-		path, err := exec.LookPath(bin)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		s, err := StartBinary(path)
-		if err == nil {
-			return s, nil
-		}
-		errs = append(errs, err)
-	}
-	s, err := startContainer(k.Image)
+	s, err := StartFromPath(k.Binaries)
 	if err == nil {
 		return s, nil
 	}
-	errs = append(errs, err)
-	return nil, errors.Join(errs...)
+	s, cerr := startContainer(k.Image)
+	if cerr == nil {
+		return s, nil
+	}
+	return nil, errors.Join(err, cerr)
 }
 
-// StartBinary starts the server binary at path on a free loopback port,
+// StartFromPath starts the first of binaries found on PATH (see
+// startBinary); the caller stops it.
+func StartFromPath(binaries []string, extra ...string) (*Server, error) {
+	for _, bin := range binaries {
+		if path, err := exec.LookPath(bin); err == nil {
+			return startBinary(path, extra...)
+		}
+	}
+	return nil, fmt.Errorf("none of %s is on PATH (apt-get install redis-server)", strings.Join(binaries, ", "))
+}
+
+// startBinary starts the server binary at path on a free loopback port,
 // with persistence off and the given extra arguments, and waits until it
 // answers.
-func StartBinary(path string, extra ...string) (*Server, error) {
+func startBinary(path string, extra ...string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -176,10 +201,6 @@ func (s *Server) Restart() error {
 	}
 	return s.start()
 }
-
-// Started reports whether this package started the server from a binary
-// (so Kill and Restart work).
-func (s *Server) Started() bool { return s.binary != "" }
 
 func (s *Server) kill() {
 	if s.cmd == nil || s.cmd.Process == nil {
