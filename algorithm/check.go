@@ -1,7 +1,7 @@
 package algorithm
 
 import (
-	"sort"
+	"slices"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -12,7 +12,7 @@ import (
 // per first request of such an interval; for a fixed window every aligned
 // window. A correct store gives 0. It sorts times.
 func OverAdmissions(times []int64, limit int, window int64, alg ratelimit.Algorithm) int {
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	slices.Sort(times)
 	over := 0
 	if alg == ratelimit.FixedWindow {
 		for i := 0; i < len(times); {

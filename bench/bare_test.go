@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -28,17 +29,24 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				b.Fatal(err)
 			}
+			// The arguments of a decision under 100 per second, formatted once.
+			policy := ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}
+			var args []any
+			for _, a := range script.Args(ratelimit.Request{Policy: policy, Cost: 1}) {
+				args = append(args, a)
+			}
 			keys := make([][]string, 1000)
 			for i := range keys {
-				req := ratelimit.Request{Prefix: "bare:", Key: strconv.Itoa(i), Policy: ratelimit.Policy{Algorithm: alg}}
-				keys[i] = script.Keys(req)
+				keys[i] = script.Keys(ratelimit.Request{Prefix: "bare:", Key: strconv.Itoa(i), Policy: policy})
 			}
 			var next atomic.Int64
 			b.SetParallelism(32)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(97))
 				for pb.Next() {
-					if err := sc.EvalSha(ctx, c, keys[next.Add(1)%1000], "100", "1000000", "1", "", "1000").Err(); err != nil {
+					i++
+					if err := sc.EvalSha(ctx, c, keys[i%len(keys)], args...).Err(); err != nil {
 						b.Error(err)
 						return
 					}

@@ -2,9 +2,6 @@ package memory
 
 import (
 	"context"
-	"runtime"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,8 +12,10 @@ import (
 //   - store-clock: the store reads the clock; a warm key at 100/s, so most
 //     calls are denials after the first 100 (the common case under abuse);
 //   - admit: a manual clock steps 10ms per call under 100/s, so every call
-//     prunes one entry and admits one (the most work a decision does);
-//   - parallel-64: 64 goroutines over 1,000 keys on the store's clock.
+//     prunes one entry and admits one (the most work a decision does).
+//
+// BenchmarkMemory in ./bench measures 1 and 64 goroutines over 1,000 keys,
+// side by side with the other backends.
 func BenchmarkAllow(b *testing.B) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		p := ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}
@@ -36,30 +35,6 @@ func BenchmarkAllow(b *testing.B) {
 			}))
 			benchSerial(b, l)
 		})
-		b.Run(alg.String()+"/parallel-64", func(b *testing.B) {
-			s := New()
-			defer s.Close()
-			l, _ := ratelimit.New(s, p)
-			keys := make([]string, 1000)
-			for i := range keys {
-				keys[i] = "user-" + strconv.Itoa(i)
-			}
-			var next atomic.Int64
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.SetParallelism(64 / max(1, runtimeProcs()))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(1))
-				for pb.Next() {
-					i++
-					if _, err := l.Allow(ctx, keys[i%len(keys)]); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
 	}
 }
 
@@ -73,5 +48,3 @@ func benchSerial(b *testing.B, l *ratelimit.Limiter) {
 		}
 	}
 }
-
-func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

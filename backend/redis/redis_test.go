@@ -22,9 +22,12 @@ import (
 func TestMain(m *testing.M) { testserver.Main(m) }
 
 // client is a new client of the test server, closed after the test.
-func client(t testing.TB) *goredis.Client {
-	srv := testserver.Get(t, testserver.Redis)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+func client(t testing.TB) *goredis.Client { return newClient(t, testserver.Get(t, testserver.Redis).Addr) }
+
+// newClient is a client of the server at addr that honours deadlines, as the
+// package documentation asks, closed after the test.
+func newClient(t testing.TB, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -171,8 +174,6 @@ func TestHonoursTheDeadlineWithoutContextTimeoutEnabled(t *testing.T) {
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
 	storetest.Run(t, testserver.Redis, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {
-		c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return redis.New(c)
+		return redis.New(newClient(t, addr))
 	})
 }

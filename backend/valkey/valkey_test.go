@@ -19,9 +19,11 @@ import (
 
 func TestMain(m *testing.M) { testserver.Main(m) }
 
-func client(t testing.TB) vk.Client {
-	srv := testserver.Get(t, testserver.Valkey)
-	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+// client is a new client of the test server, closed after the test.
+func client(t testing.TB) vk.Client { return newClient(t, testserver.Get(t, testserver.Valkey).Addr) }
+
+func newClient(t testing.TB, addr string) vk.Client {
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
@@ -71,9 +73,6 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Valkey)
 	storetest.Run(t, testserver.Valkey, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return valkey.New(c)
+		return valkey.New(newClient(t, addr))
 	})
 }

@@ -48,7 +48,8 @@ func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, prefix string,
 	return l
 }
 
-func prefix(t *testing.T) string { return fmt.Sprintf("storetest:%d:", time.Now().UnixNano()) }
+// prefix is a namespace no other check has used.
+func prefix() string { return fmt.Sprintf("storetest:%d:", time.Now().UnixNano()) }
 
 // load calls Allow from 8 goroutines until stop, each call with a deadline,
 // and reports what came back.
@@ -106,7 +107,7 @@ func (ld *load) finish() { close(ld.stop); ld.done.Wait() }
 
 func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	srv := testserver.Own(t, kind) // to kill and restart
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix(t))
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix())
 
 	phase := func(name string, d time.Duration) *load {
 		ld := startLoad(l)
@@ -165,7 +166,7 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 	a := admin(t, addr)
 	ctx := context.Background()
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
-		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg}, prefix(t))
+		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: 10, Window: time.Minute, Algorithm: alg}, prefix())
 		for i := 1; i <= 3; i++ {
 			require.NoError(t, a.ScriptFlush(ctx).Err())
 			d, err := l.Allow(ctx, "user")
@@ -180,7 +181,7 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 // deadline with an error wrapping ErrStore and context.DeadlineExceeded.
 func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 	ctx := context.Background()
-	l := limiter(t, store, ratelimit.PerMinute(10), prefix(t))
+	l := limiter(t, store, ratelimit.PerMinute(10), prefix())
 	_, err := l.Allow(ctx, "user") // connected, script loaded
 	require.NoError(t, err)
 
@@ -199,7 +200,7 @@ func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 }
 
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
-	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(1_000_000), prefix(t))
+	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(1_000_000), prefix())
 	a := admin(t, addr)
 	ld := startLoad(l)
 	for i := 0; i < 10; i++ {
@@ -224,7 +225,7 @@ func keysUnder(t *testing.T, a *goredis.Client, prefix string) []string {
 func badInput(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	a := admin(t, addr)
-	pre := prefix(t)
+	pre := prefix()
 	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(3), pre)
 	var nilCtx context.Context
 	rejected := []struct {
@@ -275,7 +276,7 @@ func flood(t *testing.T, addr string, newStore NewStore) {
 	a := admin(t, addr)
 	const limit = 50
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
-		pre := prefix(t)
+		pre := prefix()
 		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: limit, Window: time.Minute, Algorithm: alg}, pre)
 		for i := 0; i < 2000; i++ {
 			_, err := l.Allow(ctx, "abuser")
@@ -301,7 +302,7 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	ahead := func() time.Time { return time.Now().Add(skew) }
 	behind := time.Now
 
-	pre := prefix(t)
+	pre := prefix()
 	// What each instance's clock says is recorded, and must not be sent.
 	var sent atomic.Int64
 	spy := func(s ratelimit.Store) ratelimit.Store { return &timeSpy{Store: s, sent: &sent} }
@@ -322,7 +323,7 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	require.Equal(t, limit, admitted, "two instances on the server clock share one limit")
 	require.Zero(t, sent.Load(), "no client time is sent on the server clock")
 
-	pre = prefix(t)
+	pre = prefix()
 	a = limiter(t, newStore(t, addr), p, pre, ratelimit.WithClock(ahead))
 	b = limiter(t, newStore(t, addr), p, pre, ratelimit.WithClock(behind))
 	admitted = 0
