@@ -22,7 +22,9 @@ import (
 func TestMain(m *testing.M) { testserver.Main(m) }
 
 // client is a new client of the test server, closed after the test.
-func client(t testing.TB) *goredis.Client { return newClient(t, testserver.Get(t, testserver.Redis).Addr) }
+func client(t testing.TB) *goredis.Client {
+	return newClient(t, testserver.Get(t, testserver.Redis).Addr)
+}
 
 // newClient is a client of the server at addr that honours deadlines, as the
 // package documentation asks, closed after the test.
