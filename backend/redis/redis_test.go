@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -142,17 +143,25 @@ func TestMemoryOfAFullKey(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	for _, limit := range []int{100, 1000} {
-		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: limit, Window: time.Minute})
-		// Fill the key three times, so the entry ids have gone round.
-		for i := 0; i < 3; i++ {
-			require.NoError(t, l.Reset(ctx, "user"))
+		key := fmt.Sprint("user-", limit)
+		now := time.Now()
+		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: limit, Window: time.Minute},
+			ratelimit.WithClock(func() time.Time { return now }))
+		// Fill the key, let the window pass, again, until the entry ids
+		// (4,096 of them at these limits) have gone round: a key in long use.
+		for fill := 0; fill < 4096/limit+2; fill++ {
 			for j := 0; j < limit; j++ {
-				_, err := l.Allow(ctx, "user")
+				d, err := l.Allow(ctx, key)
 				require.NoError(t, err)
+				require.True(t, d.Allowed, "fill %d, request %d", fill, j)
 			}
+			now = now.Add(time.Minute)
 		}
-		keys := script.Keys(ratelimit.Request{Prefix: prefix(t), Key: "user", Policy: l.Policy()})
+		keys := script.Keys(ratelimit.Request{Prefix: prefix(t), Key: key, Policy: l.Policy()})
 		require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
+		issued, err := c.Get(ctx, keys[1]).Int()
+		require.NoError(t, err)
+		require.Greater(t, issued, 4096, "the ids have gone round")
 		log, seq := c.MemoryUsage(ctx, keys[0]).Val(), c.MemoryUsage(ctx, keys[1]).Val()
 		t.Logf("limit %d: MEMORY USAGE %d B for the log, %d B for its counter", limit, log, seq)
 		if limit == 100 {
