@@ -12,7 +12,8 @@ import (
 // FuzzMatchesTheModel drives the memory store and the reference model with
 // the same sequence of Allow, AllowN, Peek, Reset and SetPolicy calls and
 // clock steps (forwards and back), decoded from the input, and requires
-// identical decisions. go test runs the corpus in testdata; go test -fuzz
+// identical decisions. Two Limiters with different prefixes share the store
+// and the keys, as the store holds one entry per key for all of them. go test runs the corpus in testdata; go test -fuzz
 // explores further.
 func FuzzMatchesTheModel(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
@@ -21,9 +22,15 @@ func FuzzMatchesTheModel(f *testing.F) {
 		s := New(WithSweepInterval(0), WithMaxKeys(1<<20))
 		defer s.Close()
 		now := time.UnixMicro(1_700_000_000_000_000)
-		l, err := ratelimit.New(s, ratelimit.Policy{Limit: 3, Window: 100 * time.Millisecond}, ratelimit.WithClock(func() time.Time { return now }))
-		if err != nil {
-			t.Fatal(err)
+		clock := ratelimit.WithClock(func() time.Time { return now })
+		prefixes := []string{ratelimit.DefaultPrefix, "other:"}
+		var limiters []*ratelimit.Limiter
+		for _, prefix := range prefixes {
+			l, err := ratelimit.New(s, ratelimit.Policy{Limit: 3, Window: 100 * time.Millisecond}, clock, ratelimit.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			limiters = append(limiters, l)
 		}
 		model := algorithm.NewModel()
 		ctx := context.Background()
@@ -31,10 +38,13 @@ func FuzzMatchesTheModel(f *testing.F) {
 		for i := 0; i+1 < len(ops); i += 2 {
 			op, arg := ops[i], int(ops[i+1])
 			key := keys[arg%len(keys)]
+			which := int(op/8) % len(limiters)
+			l := limiters[which]
 			p := l.Policy()
-			req := ratelimit.Request{Prefix: ratelimit.DefaultPrefix, Key: key, Policy: p, Now: now}
+			req := ratelimit.Request{Prefix: prefixes[which], Key: key, Policy: p, Now: now}
 			var got ratelimit.Decision
 			var want ratelimit.Decision
+			var err error
 			switch op % 8 {
 			case 0, 1: // Allow
 				req.Cost = 1
@@ -70,7 +80,7 @@ func FuzzMatchesTheModel(f *testing.F) {
 				t.Fatal(err)
 			}
 			if got != want {
-				t.Fatalf("op %d (%d, %d) on %q under %v at %v:\n got %+v\nwant %+v", i/2, op, arg, key, p, now.UnixMicro(), got, want)
+				t.Fatalf("op %d (%d, %d) on %q%q under %v at %v:\n got %+v\nwant %+v", i/2, op, arg, prefixes[which], key, p, now.UnixMicro(), got, want)
 			}
 		}
 	})
