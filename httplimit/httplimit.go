@@ -70,7 +70,8 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, d ratelimi
 }
 
 // WithErrorHandler replaces the response to a request that cannot be decided:
-// a KeyFunc error (default 400) or a store error under a Limiter that fails
+// a KeyFunc error or a key the Limiter rejects, e.g. over
+// ratelimit.MaxKeyLen (default 400), or a store error under a Limiter that fails
 // closed (default 503). It also runs, without writing anything, for a store
 // error under a Limiter that fails open; check errors.Is(err, ratelimit.ErrStore).
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
@@ -158,7 +159,7 @@ func tooManyRequests(w http.ResponseWriter, _ *http.Request, _ ratelimit.MultiDe
 func failed(w http.ResponseWriter, _ *http.Request, err error) {
 	switch {
 	case w == nil:
-	case errors.Is(err, ErrNoKey):
+	case errors.Is(err, ErrNoKey), errors.Is(err, ratelimit.ErrInvalidKey):
 		http.Error(w, "rate limit: "+err.Error(), http.StatusBadRequest)
 	default:
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,8 @@ func TestSeveralRulesAndACustomDenial(t *testing.T) {
 	require.Equal(t, 3, d.Count, "the denied request took nothing from the IP's quota")
 
 	require.Equal(t, http.StatusBadRequest, get(t, srv.URL).StatusCode, "no token: no key")
+	long := strings.Repeat("t", ratelimit.MaxKeyLen+1)
+	require.Equal(t, http.StatusBadRequest, get(t, srv.URL, "X-Api-Token", long).StatusCode, "a token too long to be a key is the client's fault")
 }
 
 // A store that really fails: a Redis client of a port where nothing listens.
