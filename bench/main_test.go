@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 func TestOverAdmissionsCountsWindowsOverTheLimit(t *testing.T) {
@@ -87,4 +89,45 @@ func TestShortRunOnTheMemoryStore(t *testing.T) {
 	svg, err := os.ReadFile(plot)
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "fixed window: 20 admitted across the boundary")
+}
+
+// A short run on a real server: round trips are measured on the server and
+// come to one per decision, a key's bytes are read with MEMORY USAGE, and
+// redis-benchmark (when on PATH, as in CI) adds its reference rows.
+func TestShortRunOnAServer(t *testing.T) {
+	addr := testserver.Get(t, testserver.Redis).Addr
+	_, benchErr := exec.LookPath("redis-benchmark")
+	for _, name := range []string{"redis", "valkey"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := parseFlags([]string{"-backend", name, "-addr", addr, "-algorithm", "sliding", "-duration", "300ms",
+				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-json"})
+			require.NoError(t, err)
+			var out, progress bytes.Buffer
+			require.NoError(t, run(cfg, &out, &progress), progress.String())
+			var rows []result
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var r result
+				require.NoError(t, json.Unmarshal([]byte(line), &r))
+				rows = append(rows, r)
+			}
+			r := rows[0]
+			require.Equal(t, name, r.Backend)
+			require.Positive(t, r.Decisions)
+			require.Zero(t, r.OverAdmissions)
+			require.Zero(t, r.Errors)
+			trips, ok := r.RoundtripsPerDecision.(float64)
+			require.True(t, ok, "round trips are a number on a server: %v", r.RoundtripsPerDecision)
+			t.Logf("%d decisions, %v round trips each, %d B per key", r.Decisions, trips, r.BytesPerKey)
+			require.InDelta(t, 1, trips, 0.05, "one command per decision, counted by the server (%d decisions)", r.Decisions)
+			require.Greater(t, r.BytesPerKey, int64(100), "MEMORY USAGE of a key holding 10 entries")
+			require.Less(t, r.BytesPerKey, int64(1500))
+			if benchErr == nil {
+				require.Greater(t, len(rows), 1, "redis-benchmark's reference rows: %s", progress.String())
+				for _, ref := range rows[1:] {
+					require.True(t, strings.HasPrefix(ref.Backend, "redis-benchmark -c 8 -P "), ref.Backend)
+					require.Positive(t, ref.OpsPerSec)
+				}
+			}
+		})
+	}
 }
