@@ -20,7 +20,7 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 		{Policy: ratelimit.PerHour(100_000), Cost: 0},
 	} {
 		var got []string
-		for _, a := range s.args(req) {
+		for _, a := range s.args.For(req) {
 			got = append(got, fmt.Sprint(a))
 		}
 		require.Equal(t, script.Args(req), got)

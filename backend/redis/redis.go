@@ -32,12 +32,10 @@ package redis
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
@@ -58,31 +56,10 @@ type Store struct {
 	// honoursContext: the client stops waiting for the server when the
 	// context is done (ContextTimeoutEnabled).
 	honoursContext bool
-	// policyArgs caches the boxed arguments of the last policy seen.
-	policyArgs atomic.Pointer[policyArgs]
-}
-
-type policyArgs struct {
-	policy        ratelimit.Policy
-	limit, window any
-}
-
-var slackArg any = script.TTLSlack
-
-// args are script.Args as go-redis takes them, without allocating for
-// what does not change between calls: go-redis formats numbers itself, and
-// small integers (a cost up to 255) box without allocating.
-func (s *Store) args(req ratelimit.Request) []any {
-	pa := s.policyArgs.Load()
-	if pa == nil || pa.policy != req.Policy {
-		pa = &policyArgs{policy: req.Policy, limit: req.Policy.Limit, window: algorithm.WindowMicros(req.Policy)}
-		s.policyArgs.Store(pa)
-	}
-	var now any = ""
-	if !req.Now.IsZero() {
-		now = algorithm.Micros(req.Now)
-	}
-	return []any{pa.limit, pa.window, req.Cost, now, slackArg}
+	// args formats the scripts' arguments as go-redis takes them: numbers
+	// boxed once per policy (go-redis formats them), a cost up to 255 boxed
+	// without allocating.
+	args *script.ArgCache[any]
 }
 
 // New returns a Store deciding on client's server.
@@ -91,6 +68,7 @@ func New(client Client) *Store {
 		client:  client,
 		sliding: goredis.NewScript(script.Sliding),
 		fixed:   goredis.NewScript(script.Fixed),
+		args:    script.NewArgs(func(n int64) any { return n }, any("")),
 
 		honoursContext: contextTimeoutEnabled(client),
 	}
@@ -116,7 +94,7 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	if req.Policy.Algorithm == ratelimit.FixedWindow {
 		sc = s.fixed
 	}
-	reply, err := s.run(ctx, sc, script.Keys(req), s.args(req))
+	reply, err := s.run(ctx, sc, script.Keys(req), s.args.For(req))
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
 	}

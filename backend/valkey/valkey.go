@@ -29,12 +29,18 @@ type Store struct {
 	client  vk.Client
 	sliding *vk.Lua
 	fixed   *vk.Lua
+	args    *script.ArgCache[string]
 }
 
 // New returns a Store deciding on client's server (standalone, sentinel or
 // cluster).
 func New(client vk.Client) *Store {
-	return &Store{client: client, sliding: vk.NewLuaScript(script.Sliding), fixed: vk.NewLuaScript(script.Fixed)}
+	return &Store{
+		client:  client,
+		sliding: vk.NewLuaScript(script.Sliding),
+		fixed:   vk.NewLuaScript(script.Fixed),
+		args:    script.NewStringArgs(),
+	}
 }
 
 // Take implements ratelimit.Store: one EVALSHA.
@@ -43,7 +49,7 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	if req.Policy.Algorithm == ratelimit.FixedWindow {
 		sc = s.fixed
 	}
-	reply, err := sc.Exec(ctx, s.client, script.Keys(req), script.Args(req)).AsIntSlice()
+	reply, err := sc.Exec(ctx, s.client, script.Keys(req), s.args.For(req)).AsIntSlice()
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", err)
 	}

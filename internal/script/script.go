@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
@@ -52,20 +53,48 @@ func Keys(req ratelimit.Request) []string {
 
 const seqSuffix = ":seq"
 
-// Args are the script's arguments for req: limit, window (µs), cost, now
-// (µs, or "" for the server's clock), TTL slack (ms).
-func Args(req ratelimit.Request) []string {
-	now := "" // the server's TIME
+// Args are the script's arguments for req, as strings: limit, window (µs),
+// cost, now (µs, or "" for the server's clock), TTL slack (ms).
+func Args(req ratelimit.Request) []string { return NewStringArgs().For(req) }
+
+// NewStringArgs is an ArgCache of the arguments as strings.
+func NewStringArgs() *ArgCache[string] {
+	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, "")
+}
+
+// ArgCache builds the scripts' arguments in a client's own type (string for
+// valkey-go, any for go-redis), formatting what depends only on the policy
+// once per policy rather than once per decision. Safe for concurrent use.
+type ArgCache[T any] struct {
+	format      func(int64) T
+	serverClock T // the "now" that asks for the server's TIME
+	slack       T
+	last        atomic.Pointer[policyArgs[T]]
+}
+
+type policyArgs[T any] struct {
+	policy        ratelimit.Policy
+	limit, window T
+}
+
+// NewArgs returns an ArgCache formatting numbers with format, and sending
+// serverClock as the time of a request that carries none.
+func NewArgs[T any](format func(int64) T, serverClock T) *ArgCache[T] {
+	return &ArgCache[T]{format: format, serverClock: serverClock, slack: format(TTLSlack)}
+}
+
+// For returns the arguments of req (see Args).
+func (c *ArgCache[T]) For(req ratelimit.Request) []T {
+	pa := c.last.Load()
+	if pa == nil || pa.policy != req.Policy {
+		pa = &policyArgs[T]{policy: req.Policy, limit: c.format(int64(req.Policy.Limit)), window: c.format(algorithm.WindowMicros(req.Policy))}
+		c.last.Store(pa)
+	}
+	now := c.serverClock
 	if !req.Now.IsZero() {
-		now = strconv.FormatInt(algorithm.Micros(req.Now), 10)
+		now = c.format(algorithm.Micros(req.Now))
 	}
-	return []string{
-		strconv.Itoa(req.Policy.Limit),
-		strconv.FormatInt(algorithm.WindowMicros(req.Policy), 10),
-		strconv.Itoa(req.Cost),
-		now,
-		strconv.Itoa(TTLSlack),
-	}
+	return []T{pa.limit, pa.window, c.format(int64(req.Cost)), now, c.slack}
 }
 
 // Decision reads the script's reply for a request under limit.
