@@ -177,8 +177,8 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 	}
 }
 
-// SlowServer puts the server at addr to sleep for half a second (DEBUG
-// SLEEP) and requires a call on store with a 50ms deadline to return at its
+// SlowServer puts the server at addr to sleep for a second (DEBUG SLEEP)
+// and requires a call on store with a 50ms deadline to return at its
 // deadline with an error wrapping ErrStore and context.DeadlineExceeded.
 func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 	ctx := context.Background()
@@ -187,8 +187,16 @@ func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 	require.NoError(t, err)
 
 	sleeping := make(chan error, 1)
-	go func() { sleeping <- admin(t, addr).Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
-	time.Sleep(50 * time.Millisecond) // let the server fall asleep
+	go func() { sleeping <- admin(t, addr).Do(ctx, "DEBUG", "SLEEP", "1").Err() }()
+	// The server is asleep once a PING goes unanswered for 20ms.
+	probe := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer probe.Close()
+	require.Eventually(t, func() bool {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		return probe.Ping(pctx).Err() != nil // a timeout: no answer
+	}, 800*time.Millisecond, time.Millisecond, "the server fell asleep")
+
 	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	began := time.Now()
@@ -196,7 +204,7 @@ func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 	elapsed := time.Since(began)
 	require.ErrorIs(t, err, ratelimit.ErrStore)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, elapsed, 400*time.Millisecond, "returned at its deadline, not when the server woke up")
+	require.Less(t, elapsed, 500*time.Millisecond, "returned at its 50ms deadline, not when the server woke up")
 	require.NoError(t, <-sleeping)
 }
 
