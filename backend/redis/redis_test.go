@@ -147,6 +147,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 		now := time.Now()
 		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: limit, Window: time.Minute},
 			ratelimit.WithClock(func() time.Time { return now }))
+		require.NoError(t, l.Reset(ctx, key)) // nothing left by an earlier run
 		// Fill the key, let the window pass, again, until the entry ids
 		// (4,096 of them at these limits) have gone round: a key in long use.
 		for fill := 0; fill < 4096/limit+2; fill++ {
