@@ -24,7 +24,7 @@ func Example() {
 	for i := 1; i <= 4; i++ {
 		d, err := limiter.Allow(ctx, "user:42")
 		if err != nil {
-			panic(err) // wraps ratelimit.ErrStore when the store fails
+			panic(err) // bad input, or the store failed (ErrStore) with no failure mode
 		}
 		fmt.Printf("request %d: allowed=%v remaining=%d\n", i, d.Allowed, d.Remaining)
 	}
@@ -42,7 +42,7 @@ func ExampleLimiter_AllowN() {
 	store := memory.New()
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.Policy{Limit: 5, Window: 10 * time.Second},
-		ratelimit.WithClock(clock.Now))
+		ratelimit.WithCallerClock(clock.Now))
 	ctx := context.Background()
 
 	limiter.AllowN(ctx, "user:42", 2) // 12:00:00, cost 2
@@ -125,6 +125,24 @@ func ExampleMulti() {
 	// request 2: allowed=true strictest=per-ip remaining=0
 	// request 3: allowed=false strictest=per-ip remaining=0
 	// per-user count: 2
+}
+
+// A Limiter that fails open answers for a store that cannot: the decision
+// says so, and the error goes to the observer, not to the caller.
+func ExampleWithFailOpen() {
+	watch := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+		fmt.Println("observed:", errors.Is(e.Err, ratelimit.ErrStore), e.Decision.Source)
+	})
+	store := memory.New()
+	defer store.Close()
+	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(10), ratelimit.WithFailOpen(), ratelimit.WithObserver(watch))
+	down, cancel := context.WithCancel(context.Background())
+	cancel() // a store call that cannot succeed
+	d, err := limiter.Allow(down, "user:42")
+	fmt.Println("allowed:", d.Allowed, "by:", d.Source, "error:", err)
+	// Output:
+	// observed: true fail-open
+	// allowed: true by: fail-open error: <nil>
 }
 
 // An observer sees every decision with its key and policy, so a denial can

@@ -4,31 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"time"
 )
 
 // Multi applies several Limiters to one request, each to its own key (per
 // user, per IP address, per token...): the request is admitted only if every
 // one of them admits it, and the answer is the strictest of their decisions.
 //
-// A denial consumes no quota from the other policies, as far as the stores
-// allow: Multi first peeks at every policy; when one would deny, it asks that
-// policy alone (a denial records nothing) and stops. Only when all would
-// admit does it take from each in turn. The keys of different policies live in
-// different hash slots in general, so no single script can decide them
-// together on Redis or Valkey: if another request takes the last quota of a
-// later policy between the peek and the take, the earlier policies have
-// already counted this request (at most its cost, once per such race). That
-// is the one guarantee Multi does not make; each policy on its own never
-// over-admits.
+// A denial consumes no quota from the other policies. When every Limiter
+// shares one store that can decide several requests atomically (a
+// MultiStore: the memory store always; Redis and Valkey when every key lives
+// in one hash slot, as several policies on the same key do), the whole
+// decision is one atomic step and this holds exactly. Otherwise Multi first
+// peeks at every policy; when one would deny, it asks that policy alone (a
+// denial records nothing) and stops. Only when all would admit does it take
+// from each in turn: if another request takes the last quota of a later
+// policy between the peek and the take, the earlier policies have already
+// counted this request (at most its cost, once per such race). That is the
+// one guarantee the one-by-one path does not make; each policy on its own
+// never over-admits.
 type Multi struct {
 	limiters []*Limiter
+	// atomic is the store every Limiter shares, when it is a MultiStore and
+	// no Limiter is in dry-run mode (whose admissions must not hold back the
+	// others' records).
+	atomic MultiStore
 }
 
 // MultiDecision is the strictest of the policies' decisions.
 type MultiDecision struct {
 	// Decision is the deciding policy's: when denied, the denial with the
-	// longest RetryAfter; when allowed, the decision with the fewest
-	// requests remaining.
+	// longest RetryAfter; when allowed, a failure mode's admission if any
+	// (its quota is unknown), else the decision with the fewest requests
+	// remaining.
 	Decision
 	// Name is the deciding Limiter's name (WithName), e.g. "per-ip".
 	Name string
@@ -48,79 +57,118 @@ func NewMulti(limiters ...*Limiter) (*Multi, error) {
 			return nil, fmt.Errorf("%w: limiter %d is nil", ErrInvalidArgument, i)
 		}
 	}
-	return &Multi{limiters: limiters}, nil
+	m := &Multi{limiters: limiters}
+	if ms, ok := limiters[0].store.(MultiStore); ok && reflect.TypeOf(ms).Comparable() {
+		m.atomic = ms
+		for _, l := range limiters {
+			if l.dryRun || l.store != limiters[0].store {
+				m.atomic = nil
+			}
+		}
+	}
+	return m, nil
 }
 
-// Allow is AllowN(ctx, 1, keys...).
+// Allow is AllowN(ctx, keys, 1).
 func (m *Multi) Allow(ctx context.Context, keys ...string) (MultiDecision, error) {
-	return m.AllowN(ctx, 1, keys...)
+	return m.AllowN(ctx, keys, 1)
 }
 
 // AllowN decides n requests with keys[i] for the i-th Limiter, and records
 // them under every policy if all admit them. Bad input (a wrong number of
 // keys, an invalid key, n outside any policy's [1, Limit]) is an error that
-// records nothing. A store error ends the decision (unless that Limiter
-// fails open) and is returned.
-func (m *Multi) AllowN(ctx context.Context, n int, keys ...string) (MultiDecision, error) {
+// records nothing. A store failure is handled by each Limiter's failure
+// mode: the decision is a failure mode's when every failed Limiter has one,
+// else the error is returned.
+func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision, error) {
 	if len(keys) != len(m.limiters) {
 		return MultiDecision{}, fmt.Errorf("%w: %d keys for %d limiters", ErrInvalidArgument, len(keys), len(m.limiters))
 	}
+	reqs := make([]Request, len(m.limiters))
 	for i, l := range m.limiters {
 		if err := checkArgs(ctx, keys[i]); err != nil {
 			return MultiDecision{}, err
 		}
-		if limit := l.Policy().Limit; n < 1 || n > limit {
-			return MultiDecision{}, fmt.Errorf("%w: n=%d, want 1 to %d (%s)", ErrInvalidCost, n, limit, l.name)
+		p := l.Policy()
+		if err := p.checkCost(n); err != nil {
+			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
 		}
+		reqs[i] = l.request(keys[i], p, n)
 	}
 	out := MultiDecision{Decisions: make([]Decision, len(m.limiters))}
-	var errs []error
+	if m.atomic != nil {
+		done, err := m.takeAll(ctx, reqs, &out)
+		if done || err != nil {
+			return out, err
+		}
+	}
 	if len(m.limiters) > 1 {
 		for i, l := range m.limiters {
-			d, err := l.Peek(ctx, keys[i])
-			if err != nil && !d.Allowed {
-				return out, err
+			d, err := l.peek(ctx, reqs[i])
+			if err != nil {
+				return MultiDecision{}, err
 			}
-			errs = appendErr(errs, err)
-			if err == nil && d.Remaining < n {
+			if !d.Allowed {
 				// Would deny: ask this policy alone, which records nothing
-				// on a denial and gives the exact retry-after for n.
-				d, err = l.AllowN(ctx, keys[i], n)
-				out.Decisions[i] = d
-				if err != nil && !d.Allowed {
-					return out, err
+				// on a denial and is the decision of record.
+				d, err = l.take(ctx, reqs[i])
+				if err != nil {
+					return MultiDecision{}, err
 				}
-				errs = appendErr(errs, err)
+				out.Decisions[i] = d
 				if !d.Allowed {
 					out.decide(m.limiters)
-					return out, errors.Join(errs...)
+					return out, nil
 				}
 				// Quota came free since the peek: taken here, now the rest.
-				return m.takeRest(ctx, n, keys, out, i, errs)
+				return m.takeRest(ctx, reqs, out, i)
 			}
 		}
 	}
-	return m.takeRest(ctx, n, keys, out, -1, errs)
+	return m.takeRest(ctx, reqs, out, -1)
 }
 
-// takeRest takes n from every Limiter but the one already taken from.
-func (m *Multi) takeRest(ctx context.Context, n int, keys []string, out MultiDecision, taken int, errs []error) (MultiDecision, error) {
+// takeAll decides reqs in one atomic step of the shared store. It reports
+// false, with no error, when the store cannot decide them together.
+func (m *Multi) takeAll(ctx context.Context, reqs []Request, out *MultiDecision) (bool, error) {
+	began := time.Now()
+	ds, err := m.atomic.TakeAll(ctx, reqs)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return false, nil
+	}
+	for i, l := range m.limiters {
+		var d Decision
+		if err == nil {
+			d = ds[i]
+		}
+		d, lerr := l.settle(ctx, reqs[i], false, d, err, began)
+		if lerr != nil {
+			*out = MultiDecision{}
+			return true, lerr
+		}
+		out.Decisions[i] = d
+	}
+	out.decide(m.limiters)
+	return true, nil
+}
+
+// takeRest takes from every Limiter but the one already taken from.
+func (m *Multi) takeRest(ctx context.Context, reqs []Request, out MultiDecision, taken int) (MultiDecision, error) {
 	for i, l := range m.limiters {
 		if i == taken {
 			continue
 		}
-		d, err := l.AllowN(ctx, keys[i], n)
-		out.Decisions[i] = d
-		if err != nil && !d.Allowed {
-			return out, err
+		d, err := l.take(ctx, reqs[i])
+		if err != nil {
+			return MultiDecision{}, err
 		}
-		errs = appendErr(errs, err)
+		out.Decisions[i] = d
 		if !d.Allowed { // lost a race since the peek
 			break
 		}
 	}
 	out.decide(m.limiters)
-	return out, errors.Join(errs...)
+	return out, nil
 }
 
 // decide picks the strictest of the decisions made (a policy not asked has
@@ -137,8 +185,9 @@ func (out *MultiDecision) decide(limiters []*Limiter) {
 	}
 }
 
-// stricter: a denial over an admission, the longer wait among denials, the
-// fewer remaining among admissions.
+// stricter: a denial over an admission, the longer wait among denials; among
+// admissions a failure mode's (whose quota is unknown), then the fewer
+// remaining.
 func stricter(a, b Decision) bool {
 	if a.Allowed != b.Allowed {
 		return !a.Allowed
@@ -146,12 +195,8 @@ func stricter(a, b Decision) bool {
 	if !a.Allowed {
 		return a.RetryAfter > b.RetryAfter
 	}
-	return a.Remaining < b.Remaining
-}
-
-func appendErr(errs []error, err error) []error {
-	if err != nil {
-		return append(errs, err)
+	if (a.Source != SourceStore) != (b.Source != SourceStore) {
+		return a.Source != SourceStore
 	}
-	return errs
+	return a.Remaining < b.Remaining
 }

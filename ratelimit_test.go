@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,21 +38,14 @@ func TestPolicyValidation(t *testing.T) {
 	require.Equal(t, "100 per 1m0s (sliding)", ratelimit.PerMinute(100).String())
 }
 
-func TestStoreKeyNamespacesAndEscapes(t *testing.T) {
-	for _, tc := range []struct {
-		key  string
-		alg  ratelimit.Algorithm
-		want string
-	}{
-		{"user42", ratelimit.SlidingWindow, "ratelimit:{user42}:sw"},
-		{"user42", ratelimit.FixedWindow, "ratelimit:{user42}:fw"},
-		{"{a}", ratelimit.SlidingWindow, "ratelimit:{%7Ba%7D}:sw"},
-		{"%7Ba%7D", ratelimit.SlidingWindow, "ratelimit:{%257Ba%257D}:sw"},
-		{"a b\x00", ratelimit.SlidingWindow, "ratelimit:{a b\x00}:sw"},
-	} {
-		req := ratelimit.Request{Prefix: ratelimit.DefaultPrefix, Key: tc.key, Policy: ratelimit.Policy{Algorithm: tc.alg}}
-		require.Equal(t, tc.want, req.StoreKey())
+func TestPrefixValidation(t *testing.T) {
+	for _, prefix := range []string{"", "x{}:", strings.Repeat("p", ratelimit.MaxPrefixLen)} {
+		_, err := ratelimit.New(failingStore{}, ratelimit.PerSecond(1), ratelimit.WithPrefix(prefix))
+		require.NoError(t, err, "%q", prefix)
 	}
+	// Once sent whole with every call (10 MiB were accepted).
+	_, err := ratelimit.New(failingStore{}, ratelimit.PerSecond(1), ratelimit.WithPrefix(strings.Repeat("p", 10<<20)))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidKey)
 }
 
 // failingStore is a Store whose server is gone.
@@ -60,7 +54,10 @@ type failingStore struct{ err error }
 func (f failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
 	return ratelimit.Decision{Allowed: true}, f.err
 }
-func (f failingStore) Reset(context.Context, ratelimit.Request) error { return f.err }
+func (f failingStore) Peek(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{Allowed: true}, f.err
+}
+func (f failingStore) Reset(context.Context, ratelimit.Key) error { return f.err }
 
 func TestStoreErrorsAreWrappedNeverDecisions(t *testing.T) {
 	cause := errors.New("connection refused")

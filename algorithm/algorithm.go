@@ -1,7 +1,8 @@
-// Package algorithm is the math of the two algorithms, in pure Go: the
-// sliding-window Log and the FixedWindow counter that the memory store keeps
-// per key, and Model, a deliberately naive reference that tests use as the
-// oracle for every backend.
+// Package algorithm is the math of the algorithms, in pure Go: the
+// sliding-window Log and the fixed-window Counter that the memory store keeps
+// per key, for any backend that decides in Go. The reference model that every
+// backend is checked against lives with the specification, in package
+// conformance.
 //
 // All times are int64 microseconds since the Unix epoch, the resolution every
 // store works at (Redis' TIME has it), so that all backends decide alike.
@@ -22,7 +23,8 @@
 //     window starts earlier) counts in the stored window, so the count never
 //     goes back. Admitted iff count+n <= limit. ResetAt is start+window, and
 //     a denial's RetryAfter is ResetAt-now.
-//   - A peek decides as for cost 1 and changes nothing.
+//   - A peek decides as a Take of the same cost would and changes nothing
+//     (it does not even prune).
 package algorithm
 
 import (
@@ -33,6 +35,8 @@ import (
 
 // Outcome is a decision in microseconds, as a store computes it.
 type Outcome struct {
+	// Allowed, Count, ResetAt and RetryAfter are those of
+	// ratelimit.Decision.
 	Allowed    bool
 	Count      int
 	ResetAt    int64 // µs since the Unix epoch
@@ -62,14 +66,6 @@ func Micros(t time.Time) int64 { return t.UnixMicro() }
 
 // WindowMicros is the policy's window in microseconds.
 func WindowMicros(p ratelimit.Policy) int64 { return p.Window.Microseconds() }
-
-// effectiveCost is the cost a decision is made for: a peek (0) decides as 1.
-func effectiveCost(cost int) int {
-	if cost < 1 {
-		return 1
-	}
-	return cost
-}
 
 // WindowStart is the start of the fixed window of length window holding now.
 func WindowStart(now, window int64) int64 {

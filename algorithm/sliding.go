@@ -26,23 +26,31 @@ func (l *Log) Newest() (int64, bool) {
 	return l.buf[len(l.buf)-1], true
 }
 
-// Take decides a request of cost (0: a peek, which changes nothing) at now.
-func (l *Log) Take(now, window int64, limit, cost int) Outcome {
-	if cost > 0 {
+// Take decides a request of cost n at now, recording it if admitted.
+func (l *Log) Take(now, window int64, limit, n int) Outcome {
+	return l.decide(now, window, limit, n, true)
+}
+
+// Peek decides as Take would and changes nothing, not even the pruning.
+func (l *Log) Peek(now, window int64, limit, n int) Outcome {
+	return l.decide(now, window, limit, n, false)
+}
+
+func (l *Log) decide(now, window int64, limit, n int, record bool) Outcome {
+	if record {
 		l.prune(now - window)
 	}
 	e := l.buf[l.head:]
 	first := firstAfter(e, now-window) // a peek skips what a Take would prune
 	e = e[first:]
 	count := len(e)
-	n := effectiveCost(cost)
 	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
 	if !out.Allowed {
 		out.RetryAfter = retryAfter(e, count+n-limit, now, window)
-	} else if cost > 0 {
-		l.insert(now, cost)
+	} else if record {
+		l.insert(now, n)
 		e = l.buf[l.head+first:]
-		out.Count += cost
+		out.Count += n
 	}
 	if len(e) > 0 {
 		out.ResetAt = e[0] + window

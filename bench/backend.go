@@ -137,7 +137,7 @@ func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) 
 		st := memory.New(memory.WithSweepInterval(0))
 		defer st.Close()
 		at := time.Now()
-		l, err := ratelimit.New(st, p, ratelimit.WithClock(func() time.Time { return at }))
+		l, err := ratelimit.New(st, p, ratelimit.WithCallerClock(func() time.Time { return at }))
 		if err != nil {
 			return 0, err
 		}
@@ -164,7 +164,7 @@ func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) 
 		}
 	}
 	var total int64
-	req := ratelimit.Request{Prefix: prefix, Key: "one", Policy: l.Policy()}
+	req := ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: "one"}, Policy: l.Policy()}
 	for _, k := range script.Keys(req) {
 		n, err := b.admin.MemoryUsage(ctx, k).Result()
 		if err != nil {
@@ -186,17 +186,16 @@ func (b *backend) reference(cfg config, alg ratelimit.Algorithm, ops float64, pr
 		return nil, false
 	}
 	ctx := context.Background()
-	src := script.Source(alg)
-	sha, err := b.admin.ScriptLoad(ctx, src).Result()
+	sha, err := b.admin.ScriptLoad(ctx, script.Decide).Result()
 	if err != nil {
 		fmt.Fprintf(progress, "reference: SCRIPT LOAD: %v\n", err)
 		return nil, false
 	}
 	host, port, _ := strings.Cut(b.addr, ":")
-	req := ratelimit.Request{Prefix: "bench:ref:", Key: "__rand_int__", Policy: ratelimit.Policy{Limit: cfg.limit, Window: cfg.window, Algorithm: alg}, Cost: 1}
+	req := ratelimit.Request{Key: ratelimit.Key{Prefix: "bench:ref:", ID: "__rand_int__"}, Policy: ratelimit.Policy{Limit: cfg.limit, Window: cfg.window, Algorithm: alg}, Cost: 1}
 	keys := script.Keys(req)
 	args := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
-	args = append(args, script.Args(req)...)
+	args = append(args, script.Args(req, true)...)
 	pipelines := []int{1}
 	if b.name == "valkey" {
 		pipelines = append(pipelines, 16)

@@ -23,21 +23,21 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 128, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ctx := context.Background()
-	for _, alg := range algorithms {
+	for _, alg := range ratelimit.Algorithms() {
 		b.Run(alg.String(), func(b *testing.B) {
-			sc := goredis.NewScript(script.Source(alg))
+			sc := goredis.NewScript(script.Decide)
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				b.Fatal(err)
 			}
 			// The arguments of a decision under 100 per second, formatted once.
 			policy := ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}
 			var args []any
-			for _, a := range script.Args(ratelimit.Request{Policy: policy, Cost: 1}) {
+			for _, a := range script.Args(ratelimit.Request{Policy: policy, Cost: 1}, true) {
 				args = append(args, a)
 			}
 			keys := make([][]string, 1000)
 			for i := range keys {
-				keys[i] = script.Keys(ratelimit.Request{Prefix: "bare:", Key: strconv.Itoa(i), Policy: policy})
+				keys[i] = script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: "bare:", ID: strconv.Itoa(i)}, Policy: policy})
 			}
 			var next atomic.Int64
 			b.SetParallelism(32)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/conformance"
 )
 
 // admission is one admitted request: its key and the time it was decided at
@@ -158,7 +158,7 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 }
 
 // overAdmissions counts, over all keys, the windows that admitted more
-// than limit (see algorithm.OverAdmissions).
+// than limit (see conformance.OverAdmissions).
 func overAdmissions(all []admission, keys, limit int, window int64, alg ratelimit.Algorithm) int64 {
 	perKey := make([][]int64, keys)
 	for _, a := range all {
@@ -166,7 +166,7 @@ func overAdmissions(all []admission, keys, limit int, window int64, alg ratelimi
 	}
 	var over int64
 	for _, times := range perKey {
-		over += int64(algorithm.OverAdmissions(times, limit, window, alg))
+		over += int64(conformance.OverAdmissions(times, limit, window, alg))
 	}
 	return over
 }

@@ -13,10 +13,11 @@
 // and, unless switched off, the legacy trio X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds).
 //
-// When a store fails, the Limiter's failure policy decides: a Limiter that
-// fails closed (the default) makes the request fail (503 by default); one
-// built WithFailOpen lets it through without quota headers. Either way the
-// error reaches the Limiter's observer and the Middleware's error handler.
+// When a store fails, the Limiter's failure mode decides: a Limiter that
+// fails closed (the default) makes the request fail (503 by default, through
+// the Middleware's error handler); one built WithFailOpen lets it through
+// without quota headers (its decision's Source is not the store). Either way
+// the error reaches the Limiter's observer.
 package httplimit
 
 import (
@@ -71,9 +72,10 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, d ratelimi
 
 // WithErrorHandler replaces the response to a request that cannot be decided:
 // a KeyFunc error or a key the Limiter rejects, e.g. over
-// ratelimit.MaxKeyLen (default 400), or a store error under a Limiter that fails
-// closed (default 503). It also runs, without writing anything, for a store
-// error under a Limiter that fails open; check errors.Is(err, ratelimit.ErrStore).
+// ratelimit.MaxKeyLen (default 400), or a store error under a Limiter that
+// fails closed (default 503; check errors.Is(err, ratelimit.ErrStore)). A
+// Limiter that fails open answers instead of failing, so the handler does not
+// run: its observer sees the store's error.
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(m *Middleware) { m.onError = h }
 }
@@ -114,12 +116,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			keys[i] = k
 		}
 		d, err := m.multi.Allow(r.Context(), keys...)
-		if err != nil {
-			if !d.Allowed { // failed closed, or bad input
-				m.onError(w, r, err)
-				return
-			}
-			m.onError(nil, r, err) // failed open: report, and serve
+		if err != nil { // failed closed, or bad input
+			m.onError(w, r, err)
+			return
+		}
+		if d.Source != ratelimit.SourceStore { // a failure mode's admission: no quota to tell
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -154,11 +155,9 @@ func tooManyRequests(w http.ResponseWriter, _ *http.Request, _ ratelimit.MultiDe
 	http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
 }
 
-// failed answers a request that could not be decided; w is nil when the
-// request goes on (a Limiter that fails open).
+// failed answers a request that could not be decided.
 func failed(w http.ResponseWriter, _ *http.Request, err error) {
 	switch {
-	case w == nil:
 	case errors.Is(err, ErrNoKey), errors.Is(err, ratelimit.ErrInvalidKey):
 		http.Error(w, "rate limit: "+err.Error(), http.StatusBadRequest)
 	default:

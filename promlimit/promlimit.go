@@ -7,7 +7,7 @@
 //
 // Metrics, labelled by the Limiter's name (WithName) as "policy":
 //
-//	ratelimit_decisions_total{policy, result="allowed|denied|error", dry_run="true|false"}
+//	ratelimit_decisions_total{policy, result="allowed|denied|error", source="store|fail-open|...", dry_run="true|false"}
 //	ratelimit_decision_duration_seconds{policy}   (a histogram of the store's latency)
 //
 // Keys are deliberately not labels (one series per user would swamp
@@ -36,8 +36,8 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 	o := &Observer{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_decisions_total",
-			Help: "Rate limit decisions, by policy and result (allowed, denied, error).",
-		}, []string{"policy", "result", "dry_run"}),
+			Help: "Rate limit decisions, by policy, result (allowed, denied, error) and what made them (the store, or a failure mode).",
+		}, []string{"policy", "result", "source", "dry_run"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_decision_duration_seconds",
 			Help:    "Time the store took to decide.",
@@ -52,15 +52,17 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 	return o, nil
 }
 
-// Observe implements ratelimit.Observer.
+// Observe implements ratelimit.Observer. A failure mode's decision counts as
+// allowed or denied with its source; only an error the caller got counts as
+// "error".
 func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 	result := "allowed"
 	switch {
-	case e.Err != nil:
+	case e.Err != nil && e.Decision.Source == ratelimit.SourceStore:
 		result = "error"
 	case !e.Decision.Allowed:
 		result = "denied"
 	}
-	o.decisions.WithLabelValues(e.Name, result, strconv.FormatBool(e.DryRun)).Inc()
+	o.decisions.WithLabelValues(e.Name, result, e.Decision.Source.String(), strconv.FormatBool(e.DryRun)).Inc()
 	o.latency.WithLabelValues(e.Name).Observe(e.Latency.Seconds())
 }

@@ -20,7 +20,10 @@ type brokenStore struct{}
 func (brokenStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
 	return ratelimit.Decision{}, errors.New("server down")
 }
-func (brokenStore) Reset(context.Context, ratelimit.Request) error { return nil }
+func (brokenStore) Peek(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("server down")
+}
+func (brokenStore) Reset(context.Context, ratelimit.Key) error { return nil }
 
 func TestCountsDecisionsByPolicyAndResult(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -39,16 +42,21 @@ func TestCountsDecisionsByPolicyAndResult(t *testing.T) {
 	require.NoError(t, err)
 	_, err = broken.Allow(ctx, "10.0.0.1")
 	require.Error(t, err)
+	open, err := ratelimit.New(brokenStore{}, ratelimit.PerMinute(2), ratelimit.WithName("per-token"), ratelimit.WithObserver(obs), ratelimit.WithFailOpen())
+	require.NoError(t, err)
+	_, err = open.Allow(ctx, "t")
+	require.NoError(t, err)
 
 	want := `
-# HELP ratelimit_decisions_total Rate limit decisions, by policy and result (allowed, denied, error).
+# HELP ratelimit_decisions_total Rate limit decisions, by policy, result (allowed, denied, error) and what made them (the store, or a failure mode).
 # TYPE ratelimit_decisions_total counter
-ratelimit_decisions_total{dry_run="false",policy="per-ip",result="error"} 1
-ratelimit_decisions_total{dry_run="false",policy="per-user",result="allowed"} 2
-ratelimit_decisions_total{dry_run="false",policy="per-user",result="denied"} 3
+ratelimit_decisions_total{dry_run="false",policy="per-ip",result="error",source="store"} 1
+ratelimit_decisions_total{dry_run="false",policy="per-token",result="allowed",source="fail-open"} 1
+ratelimit_decisions_total{dry_run="false",policy="per-user",result="allowed",source="store"} 2
+ratelimit_decisions_total{dry_run="false",policy="per-user",result="denied",source="store"} 3
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_decisions_total"))
-	require.Equal(t, 2, testutil.CollectAndCount(reg, "ratelimit_decision_duration_seconds"), "a latency histogram per policy")
+	require.Equal(t, 3, testutil.CollectAndCount(reg, "ratelimit_decision_duration_seconds"), "a latency histogram per policy")
 
 	_, err = promlimit.New(reg)
 	require.Error(t, err, "registering twice is refused, not silently ignored")

@@ -29,7 +29,7 @@ func BenchmarkAllow(b *testing.B) {
 			s := New()
 			defer s.Close()
 			now := time.Now()
-			l, _ := ratelimit.New(s, p, ratelimit.WithClock(func() time.Time {
+			l, _ := ratelimit.New(s, p, ratelimit.WithCallerClock(func() time.Time {
 				now = now.Add(10 * time.Millisecond)
 				return now
 			}))

@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/conformance"
 )
 
 // FuzzMatchesTheModel drives the memory store and the reference model with
 // the same sequence of Allow, AllowN, Peek, Reset and SetPolicy calls and
 // clock steps (forwards and back), decoded from the input, and requires
 // identical decisions. Two Limiters with different prefixes share the store
-// and the keys, as the store holds one entry per key for all of them. go test runs the corpus in testdata; go test -fuzz
-// explores further.
+// and the keys, as the store holds one entry per key for all of them. go test
+// runs the corpus in testdata; go test -fuzz explores further.
 func FuzzMatchesTheModel(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte("sliding and fixed windows, clocks that step back, new policies"))
@@ -22,7 +22,7 @@ func FuzzMatchesTheModel(f *testing.F) {
 		s := New(WithSweepInterval(0), WithMaxKeys(1<<20))
 		defer s.Close()
 		now := time.UnixMicro(1_700_000_000_000_000)
-		clock := ratelimit.WithClock(func() time.Time { return now })
+		clock := ratelimit.WithCallerClock(func() time.Time { return now })
 		prefixes := []string{ratelimit.DefaultPrefix, "other:"}
 		var limiters []*ratelimit.Limiter
 		for _, prefix := range prefixes {
@@ -32,7 +32,7 @@ func FuzzMatchesTheModel(f *testing.F) {
 			}
 			limiters = append(limiters, l)
 		}
-		model := algorithm.NewModel()
+		model := conformance.NewModel()
 		ctx := context.Background()
 		keys := []string{"a", "b", "{a}"}
 		for i := 0; i+1 < len(ops); i += 2 {
@@ -41,13 +41,12 @@ func FuzzMatchesTheModel(f *testing.F) {
 			which := int(op/8) % len(limiters)
 			l := limiters[which]
 			p := l.Policy()
-			req := ratelimit.Request{Prefix: prefixes[which], Key: key, Policy: p, Now: now}
+			req := ratelimit.Request{Key: ratelimit.Key{Prefix: prefixes[which], ID: key}, Policy: p, Cost: 1, Clock: ratelimit.CallerClock, Now: now}
 			var got ratelimit.Decision
 			var want ratelimit.Decision
 			var err error
 			switch op % 8 {
 			case 0, 1: // Allow
-				req.Cost = 1
 				want = model.Take(req)
 				got, err = l.Allow(ctx, key)
 			case 2: // AllowN
@@ -55,10 +54,10 @@ func FuzzMatchesTheModel(f *testing.F) {
 				want = model.Take(req)
 				got, err = l.AllowN(ctx, key, req.Cost)
 			case 3: // Peek
-				want = model.Take(req)
+				want = model.Peek(req)
 				got, err = l.Peek(ctx, key)
 			case 4: // Reset
-				model.Reset(req)
+				model.Reset(req.Key)
 				if err := l.Reset(ctx, key); err != nil {
 					t.Fatal(err)
 				}

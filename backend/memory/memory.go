@@ -4,8 +4,11 @@
 //
 // Keys are spread over shards, each a mutex guarding an LRU of keys
 // (github.com/hashicorp/golang-lru/v2), so decisions on different keys rarely
-// contend. A key holds one state per prefix and algorithm it is used under. A key's sliding log is a sorted slice of timestamps, pruned by
-// binary search; a warm key decides without allocating.
+// contend. A key holds one state per prefix and algorithm it is used under.
+// A key's sliding log is a sorted slice of timestamps, pruned by binary
+// search; a warm key decides without allocating. The Store is a
+// ratelimit.MultiStore: TakeAll decides any requests together, under the
+// locks of their shards.
 //
 // The number of keys is bounded (WithMaxKeys). A background sweeper drops
 // keys whose windows have all passed, which loses nothing; when the bound is reached
@@ -16,8 +19,11 @@ package memory
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,7 +88,7 @@ type state struct {
 }
 
 // empty reports whether the state holds no history.
-func (st *state) empty() bool { return st.log.Len() == 0 && !st.counter.Started }
+func (st *state) empty() bool { return st.log.Len() == 0 && st.counter.Empty() }
 
 func newEntry() *entry {
 	e := &entry{}
@@ -125,10 +131,11 @@ type config struct {
 // room; the store never holds more than n keys.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
-// WithClock sets the store's clock, used for requests that carry no time
-// (default: the wall clock advanced by the monotonic clock, so a wall-clock
-// step does not move windows).
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+// WithStoreClock sets the store's own clock, which decides the requests on
+// ratelimit.StoreClock and the sweeper's idea of now (default: the wall clock
+// advanced by the monotonic clock, so a wall-clock step does not move
+// windows). Requests on ratelimit.CallerClock carry their own time.
+func WithStoreClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithSweepInterval sets how often keys whose window has passed are dropped
 // (default DefaultSweepInterval); 0 or less disables the sweeper, leaving
@@ -183,53 +190,121 @@ func monotonicMicros() func() int64 {
 
 // Take implements ratelimit.Store.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, true)
+}
+
+// Peek implements ratelimit.Store.
+func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, false)
+}
+
+func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (ratelimit.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	window, limit := algorithm.WindowMicros(req.Policy), req.Policy.Limit
-	alg := req.Policy.Algorithm
-	sh := s.shard(req.Key)
-
+	sh := s.shard(req.Key.ID)
 	sh.mu.Lock()
 	// The store's clock is read under the lock, so that the decisions on a
 	// key are made in the order of their times, as on a server.
-	var nowUS int64
-	if req.Now.IsZero() {
-		nowUS = s.micros()
-	} else {
-		nowUS = algorithm.Micros(req.Now)
+	out := sh.decide(req, s.now(req), record)
+	sh.mu.Unlock()
+	return out.Decision(req.Policy.Limit), nil
+}
+
+// TakeAll implements ratelimit.MultiStore: the shards of every request are
+// locked (in a fixed order), then every request is peeked at and, if all
+// would be admitted, taken.
+func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	e, ok := sh.keys.Peek(req.Key)
+	shards := make([]uint64, 0, len(reqs))
+	for i, req := range reqs {
+		for _, other := range reqs[:i] {
+			if other.Key == req.Key && other.Policy.Algorithm == req.Policy.Algorithm {
+				return nil, fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key.ID, req.Key.Prefix, errors.ErrUnsupported)
+			}
+		}
+		shards = append(shards, s.shardIndex(req.Key.ID))
+	}
+	slices.Sort(shards) // locks are taken in one order: no deadlock between two TakeAlls
+	shards = slices.Compact(shards)
+	for _, i := range shards {
+		s.shards[i].mu.Lock()
+	}
+	now := s.micros() // one instant for the requests on the store's clock
+	at := func(req ratelimit.Request) int64 {
+		if req.Clock == ratelimit.CallerClock {
+			return algorithm.Micros(req.Now)
+		}
+		return now
+	}
+	outs := make([]algorithm.Outcome, len(reqs))
+	all := true
+	for i, req := range reqs {
+		outs[i] = s.shard(req.Key.ID).decide(req, at(req), false)
+		all = all && outs[i].Allowed
+	}
+	if all {
+		for i, req := range reqs {
+			outs[i] = s.shard(req.Key.ID).decide(req, at(req), true)
+		}
+	}
+	for _, i := range shards {
+		s.shards[i].mu.Unlock()
+	}
+	ds := make([]ratelimit.Decision, len(reqs))
+	for i, out := range outs {
+		ds[i] = out.Decision(reqs[i].Policy.Limit)
+	}
+	return ds, nil
+}
+
+// now is the time req is decided at, µs.
+func (s *Store) now(req ratelimit.Request) int64 {
+	if req.Clock == ratelimit.CallerClock {
+		return algorithm.Micros(req.Now)
+	}
+	return s.micros()
+}
+
+// decide decides req at now on the shard, whose lock is held.
+func (sh *shard) decide(req ratelimit.Request, now int64, record bool) algorithm.Outcome {
+	window, limit, alg := algorithm.WindowMicros(req.Policy), req.Policy.Limit, req.Policy.Algorithm
+	e, ok := sh.keys.Peek(req.Key.ID)
 	var sl *slot
 	if ok {
-		sl = e.slot(req.Prefix, alg)
+		sl = e.slot(req.Key.Prefix, alg)
 	}
 	if sl == nil {
-		if req.Cost == 0 { // a peek at an unknown state: nothing to store
-			sh.mu.Unlock()
+		if !record { // a peek at an unknown state: nothing to store
 			var empty state
-			return empty.take(alg, nowUS, window, limit, 0).Decision(limit), nil
+			return empty.decide(alg, now, window, limit, req.Cost, false)
 		}
 		if !ok {
 			e = newEntry()
-			sh.add(req.Key, e)
+			sh.add(req.Key.ID, e)
 		}
-		e.slots = append(e.slots, slot{prefix: req.Prefix, alg: alg})
+		e.slots = append(e.slots, slot{prefix: req.Key.Prefix, alg: alg})
 		sl = &e.slots[len(e.slots)-1]
 	}
 	e.used = true
-	out := sl.take(alg, nowUS, window, limit, req.Cost)
-	sh.mu.Unlock()
-	return out.Decision(limit), nil
+	return sl.decide(alg, now, window, limit, req.Cost, record)
 }
 
-func (st *state) take(alg ratelimit.Algorithm, now, window int64, limit, cost int) algorithm.Outcome {
+func (st *state) decide(alg ratelimit.Algorithm, now, window int64, limit, cost int, record bool) algorithm.Outcome {
 	if alg == ratelimit.FixedWindow {
+		if !record {
+			return st.counter.Peek(now, window, limit, cost)
+		}
 		out := st.counter.Take(now, window, limit, cost)
-		if st.counter.Started {
+		if !st.counter.Empty() {
 			st.idleAt = st.counter.End(window)
 		}
 		return out
+	}
+	if !record {
+		return st.log.Peek(now, window, limit, cost)
 	}
 	out := st.log.Take(now, window, limit, cost)
 	if newest, ok := st.log.Newest(); ok {
@@ -238,27 +313,26 @@ func (st *state) take(alg ratelimit.Algorithm, now, window int64, limit, cost in
 	return out
 }
 
-// Reset implements ratelimit.Store.
-func (s *Store) Reset(ctx context.Context, req ratelimit.Request) error {
+// Reset implements ratelimit.Store: it drops the key's state under every
+// algorithm.
+func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	sh := s.shard(req.Key)
+	sh := s.shard(key.ID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.keys.Peek(req.Key)
+	e, ok := sh.keys.Peek(key.ID)
 	if !ok {
 		return nil
 	}
-	if sl := e.slot(req.Prefix, req.Policy.Algorithm); sl != nil {
-		sl.state = state{} // an empty state is no history; its memory goes
-	}
+	e.slots = slices.DeleteFunc(e.slots, func(sl slot) bool { return sl.prefix == key.Prefix })
 	for i := range e.slots {
 		if !e.slots[i].empty() {
 			return nil
 		}
 	}
-	sh.keys.Remove(req.Key)
+	sh.keys.Remove(key.ID)
 	return nil
 }
 
@@ -298,9 +372,9 @@ func (sh *shard) add(key string, e *entry) {
 	sh.keys.Add(key, e)
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
-}
+func (s *Store) shard(key string) *shard { return &s.shards[s.shardIndex(key)] }
+
+func (s *Store) shardIndex(key string) uint64 { return maphash.String(s.seed, key) & s.mask }
 
 func (s *Store) sweeper() {
 	defer s.swept.Done()

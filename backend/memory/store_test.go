@@ -17,7 +17,7 @@ type manualClock struct{ now time.Time }
 func (c *manualClock) Now() time.Time { return c.now }
 
 func newLimiter(t testing.TB, s *Store, p ratelimit.Policy, clock func() time.Time) *ratelimit.Limiter {
-	l, err := ratelimit.New(s, p, ratelimit.WithClock(clock))
+	l, err := ratelimit.New(s, p, ratelimit.WithCallerClock(clock))
 	require.NoError(t, err)
 	return l
 }
@@ -39,7 +39,7 @@ func TestHoldsAtMostMaxKeys(t *testing.T) {
 
 func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s := New(WithClock(clock.Now), WithSweepInterval(0))
+	s := New(WithStoreClock(clock.Now), WithSweepInterval(0))
 	defer s.Close()
 	ctx := context.Background()
 	for _, p := range []ratelimit.Policy{{Limit: 5, Window: time.Second}, {Limit: 5, Window: time.Second, Algorithm: ratelimit.FixedWindow}} {
@@ -66,11 +66,11 @@ func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 // when its last state is reset or idle, not before.
 func TestAKeyUnderSeveralLimitersIsHeldOnce(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s := New(WithClock(clock.Now), WithSweepInterval(0))
+	s := New(WithStoreClock(clock.Now), WithSweepInterval(0))
 	defer s.Close()
 	ctx := context.Background()
 	short := newLimiter(t, s, ratelimit.PerSecond(5), clock.Now)
-	long, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithClock(clock.Now), ratelimit.WithPrefix("other:"))
+	long, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithCallerClock(clock.Now), ratelimit.WithPrefix("other:"))
 	require.NoError(t, err)
 	for _, l := range []*ratelimit.Limiter{short, long} {
 		_, err := l.Allow(ctx, "k")

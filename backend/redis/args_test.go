@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,18 +12,31 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
-// The arguments go-redis formats are those of the scripts' convention.
+// The arguments go-redis formats are those of the script's convention.
 func TestArgsAreTheScriptsConvention(t *testing.T) {
 	s := New(nil)
 	for _, req := range []ratelimit.Request{
 		{Policy: ratelimit.PerMinute(100), Cost: 1},
-		{Policy: ratelimit.Policy{Limit: 7, Window: 1500 * time.Microsecond, Algorithm: ratelimit.FixedWindow}, Cost: 7, Now: time.UnixMicro(1_700_000_000_123_456)},
-		{Policy: ratelimit.PerHour(100_000), Cost: 0},
+		{Policy: ratelimit.Policy{Limit: 7, Window: 1500 * time.Microsecond, Algorithm: ratelimit.FixedWindow}, Cost: 7,
+			Clock: ratelimit.CallerClock, Now: time.UnixMicro(1_700_000_000_123_456)},
+		{Policy: ratelimit.PerHour(100_000), Cost: 3},
 	} {
-		var got []string
-		for _, a := range s.args.For(req) {
-			got = append(got, fmt.Sprint(a))
+		for _, record := range []bool{true, false} {
+			var got []string
+			for _, a := range s.args.For(req, record) {
+				got = append(got, fmt.Sprint(a))
+			}
+			require.Equal(t, script.Args(req, record), got)
 		}
-		require.Equal(t, script.Args(req), got)
 	}
+}
+
+// A panic of the client comes back as an error wrapping ErrStore.
+func TestAClientPanicIsAStoreError(t *testing.T) {
+	err := func() (err error) {
+		defer recovered(&err)
+		panic("multi key command with different key slots are not allowed")
+	}()
+	require.True(t, errors.Is(err, ratelimit.ErrStore), "%v", err)
+	require.ErrorContains(t, err, "different key slots")
 }

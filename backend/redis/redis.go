@@ -5,13 +5,16 @@
 // EVALSHA: one round trip, atomic on the server, so any number of app
 // instances sharing the server enforce one limit. After a SCRIPT FLUSH or a
 // restart the server answers NOSCRIPT, and go-redis sends the script again
-// with EVAL, transparently. Reset is one DEL.
+// with EVAL, transparently. Reset is one DEL. The Store is a
+// ratelimit.MultiStore: several policies on one caller's key are decided by
+// one script.
 //
-// Keys look like "ratelimit:{user42}:sw" (the log) and "ratelimit:{user42}:sw:seq"
-// (the counter naming its entries), or "ratelimit:{user42}:fw" for a fixed
-// window. The braces are a Cluster hash tag: all the keys of one user are in
-// one slot. Every write sets a TTL of the window plus a second, so idle keys
-// disappear by themselves.
+// Keys look like "ratelimit:{user42}:sw" (the log), with the caller's key as
+// the Cluster hash tag, so all the keys of one caller's key are in one slot;
+// every write sets a TTL of the window plus a second, so idle keys disappear
+// by themselves. The layout is documented once, in internal/script/keys.go.
+//
+// A panic of the client is returned as an error wrapping ratelimit.ErrStore.
 //
 // # Deadlines
 //
@@ -24,7 +27,7 @@
 // # Clock
 //
 // By default the script reads the server's clock (TIME), so app instances
-// whose clocks disagree still share one window. ratelimit.WithClock sends the
+// whose clocks disagree still share one window. ratelimit.WithCallerClock sends the
 // client's time instead: deterministic (tests), but then the instances'
 // clocks must agree, or the window of each is shifted by its skew.
 package redis
@@ -50,9 +53,8 @@ type Client interface {
 // Store is the Redis ratelimit.Store. It holds no state of its own and does
 // not own the client: close the client when done.
 type Store struct {
-	client  Client
-	sliding *goredis.Script
-	fixed   *goredis.Script
+	client Client
+	script *goredis.Script
 	// honoursContext: the client stops waiting for the server when the
 	// context is done (ContextTimeoutEnabled).
 	honoursContext bool
@@ -65,10 +67,9 @@ type Store struct {
 // New returns a Store deciding on client's server.
 func New(client Client) *Store {
 	return &Store{
-		client:  client,
-		sliding: goredis.NewScript(script.Sliding),
-		fixed:   goredis.NewScript(script.Fixed),
-		args:    script.NewArgs(func(n int64) any { return n }, any("")),
+		client: client,
+		script: goredis.NewScript(script.Decide),
+		args:   script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
 
 		honoursContext: contextTimeoutEnabled(client),
 	}
@@ -90,25 +91,50 @@ func contextTimeoutEnabled(client Client) bool {
 
 // Take implements ratelimit.Store: one EVALSHA.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	sc := s.sliding
-	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		sc = s.fixed
+	return s.decide(ctx, req, true)
+}
+
+// Peek implements ratelimit.Store: one EVALSHA that writes nothing.
+func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, false)
+}
+
+func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (d ratelimit.Decision, err error) {
+	defer recovered(&err)
+	reply, err := s.run(ctx, script.Keys(req), s.args.For(req, record))
+	if err == nil {
+		d, err = script.Decision(reply, req.Policy.Limit)
 	}
-	reply, err := s.run(ctx, sc, script.Keys(req), s.args.For(req))
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
-	}
-	d, err := script.Decision(reply, req.Policy.Limit)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	return d, nil
 }
 
-// Reset implements ratelimit.Store: one DEL of the key's state.
-func (s *Store) Reset(ctx context.Context, req ratelimit.Request) error {
-	keys := script.Keys(req)
-	_, err := bounded(ctx, s.honoursContext, func(ctx context.Context) (int64, error) {
+// TakeAll implements ratelimit.MultiStore: one EVALSHA for requests on one
+// caller's key (one hash tag); others are refused (errors.ErrUnsupported).
+func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
+	defer recovered(&err)
+	keys, err := script.KeysAll(reqs)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit/redis: %w", err)
+	}
+	reply, err := s.run(ctx, keys, s.args.ForAll(reqs))
+	if err == nil {
+		ds, err = script.Decisions(reply, reqs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit/redis: %w", err)
+	}
+	return ds, nil
+}
+
+// Reset implements ratelimit.Store: one DEL of the key's state under every
+// algorithm.
+func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
+	defer recovered(&err)
+	keys := script.AllKeys(key)
+	_, err = bounded(ctx, s.honoursContext, func(ctx context.Context) (int64, error) {
 		return s.client.Del(ctx, keys...).Result()
 	})
 	if err != nil {
@@ -117,12 +143,20 @@ func (s *Store) Reset(ctx context.Context, req ratelimit.Request) error {
 	return nil
 }
 
-func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args []any) ([]int64, error) {
+// recovered turns a panic of the client into an error wrapping
+// ratelimit.ErrStore: a client's bug must not take its caller's process down.
+func recovered(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("ratelimit/redis: the client panicked: %v: %w", r, ratelimit.ErrStore)
+	}
+}
+
+func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if s.honoursContext || ctx.Done() == nil { // the hot path: no closure
-		return sc.Run(ctx, s.client, keys, args...).Int64Slice()
+		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
 	}
 	return bounded(ctx, false, func(ctx context.Context) ([]int64, error) {
-		return sc.Run(ctx, s.client, keys, args...).Int64Slice()
+		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
 	})
 }
 

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,21 +42,38 @@ func TestConformance(t *testing.T) {
 // A real one-node Redis Cluster: a script touching keys of two slots fails
 // there with CROSSSLOT, so the whole suite passing proves the hash tags.
 func TestConformanceOnACluster(t *testing.T) {
-	srv := testserver.Own(t, testserver.Redis, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-	defer admin.Close()
-	ctx := context.Background()
-	require.NoError(t, admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
-	require.Eventually(t, func() bool {
-		info, err := admin.ClusterInfo(ctx).Result()
-		return err == nil && strings.Contains(info, "cluster_state:ok")
-	}, 10*time.Second, 20*time.Millisecond)
+	srv := testserver.OwnCluster(t, testserver.Redis)
+	conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(clusterClient(t, srv.Addr)) })
+}
 
-	conformance.Run(t, func(t *testing.T) ratelimit.Store {
-		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}})
-		t.Cleanup(func() { _ = c.Close() })
-		return redis.New(c)
-	})
+func clusterClient(t testing.TB, addr string) *goredis.ClusterClient {
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// A prefix holding braces once became the hash tag of every key, or split a
+// key's server keys over two slots: "x{}:" made every sliding decision fail
+// with CROSSSLOT on a cluster. Prefixes are escaped as keys are.
+func TestPrefixesWithBracesOnACluster(t *testing.T) {
+	srv := testserver.OwnCluster(t, testserver.Redis)
+	c := clusterClient(t, srv.Addr)
+	ctx := context.Background()
+	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
+		for _, alg := range ratelimit.Algorithms() {
+			l, err := ratelimit.New(redis.New(c), ratelimit.Policy{Limit: 2, Window: time.Hour, Algorithm: alg}, ratelimit.WithPrefix(prefix))
+			require.NoError(t, err)
+			require.NoError(t, l.Reset(ctx, "user"))
+			for i := 1; i <= 3; i++ {
+				d, err := l.Allow(ctx, "user")
+				require.NoError(t, err, "prefix %q, %v", prefix, alg)
+				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
+			}
+			for _, k := range script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: "user"}, Policy: l.Policy()}) {
+				require.Equal(t, "user", script.HashTag(k), "prefix %q: the caller's key is the hash tag of %q", prefix, k)
+			}
+		}
+	}
 }
 
 func newLimiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
@@ -95,7 +111,7 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 	hook := &countingHook{}
 	c.AddHook(hook)
 	ctx := context.Background()
-	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+	for _, alg := range ratelimit.Algorithms() {
 		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: 5, Window: time.Minute, Algorithm: alg})
 		_, err := l.Allow(ctx, "warm-up") // loads the script (NOSCRIPT, then EVAL) once
 		require.NoError(t, err)
@@ -112,31 +128,53 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 	}
 }
 
-func TestKeysShareOneHashTag(t *testing.T) {
-	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
-		for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
-			req := ratelimit.Request{Prefix: ratelimit.DefaultPrefix, Key: key, Policy: ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: alg}}
-			keys := script.Keys(req)
-			for _, k := range keys {
-				require.NotEmpty(t, hashTag(k), "key %q: %q has no hash tag", key, k)
-				require.Equal(t, hashTag(keys[0]), hashTag(k), "key %q: %q", key, k)
-			}
-		}
+// Several policies on one caller's key are one script: Multi asks the store
+// to decide them together, so a denial by one takes nothing from the others
+// even under races (the one-by-one path's peek-then-take could over-count).
+func TestMultiOnOneKeyIsOneCommand(t *testing.T) {
+	c := client(t)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	ctx := context.Background()
+	store := redis.New(c)
+	perSecond := newLimiter(t, store, ratelimit.PerSecond(2), ratelimit.WithPrefix(prefix(t)+"s:"), ratelimit.WithName("per-second"))
+	perHour := newLimiter(t, store, ratelimit.Policy{Limit: 100, Window: time.Hour, Algorithm: ratelimit.FixedWindow}, ratelimit.WithPrefix(prefix(t)+"h:"))
+	m, err := ratelimit.NewMulti(perSecond, perHour)
+	require.NoError(t, err)
+	_, err = m.Allow(ctx, "warm-up", "warm-up") // loads the script
+	require.NoError(t, err)
+	sent := hook.n.Load()
+	for i := 1; i <= 3; i++ {
+		d, err := m.Allow(ctx, "user", "user")
+		require.NoError(t, err)
+		require.Equal(t, i <= 2, d.Allowed, "request %d", i)
 	}
+	require.Equal(t, int64(3), hook.n.Load()-sent, "one command per Multi decision")
+	d, err := perHour.Peek(ctx, "user")
+	require.NoError(t, err)
+	require.Equal(t, 2, d.Count, "the denial took nothing from per-hour")
 }
 
-// hashTag is Redis Cluster's rule: the text between the first '{' and the
-// first '}' after it, if not empty.
-func hashTag(key string) string {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return ""
+// Every key of one caller's key, under every prefix and algorithm, has one
+// hash tag, so one script may decide several policies on it.
+func TestKeysShareOneHashTag(t *testing.T) {
+	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
+		var tags []string
+		for _, prefix := range []string{ratelimit.DefaultPrefix, "", "x{}:", "{p}"} {
+			all := script.AllKeys(ratelimit.Key{Prefix: prefix, ID: key})
+			for _, alg := range ratelimit.Algorithms() {
+				keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: key}, Policy: ratelimit.Policy{Algorithm: alg}})
+				require.Subset(t, all, keys, "Reset deletes every key of the state")
+			}
+			for _, k := range all {
+				require.NotEqual(t, k, script.HashTag(k), "key %q: %q has no hash tag", key, k)
+				tags = append(tags, script.HashTag(k))
+			}
+		}
+		for _, tag := range tags {
+			require.Equal(t, tags[0], tag, "key %q", key)
+		}
 	}
-	end := strings.IndexByte(key[open+1:], '}')
-	if end <= 0 {
-		return ""
-	}
-	return key[open+1 : open+1+end]
 }
 
 func TestMemoryOfAFullKey(t *testing.T) {
@@ -146,7 +184,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 		key := fmt.Sprint("user-", limit)
 		now := time.Now()
 		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: limit, Window: time.Minute},
-			ratelimit.WithClock(func() time.Time { return now }))
+			ratelimit.WithCallerClock(func() time.Time { return now }))
 		require.NoError(t, l.Reset(ctx, key)) // nothing left by an earlier run
 		// Fill the key, let the window pass, again, until the entry ids
 		// (4,096 of them at these limits) have gone round: a key in long use.
@@ -158,7 +196,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 			}
 			now = now.Add(time.Minute)
 		}
-		keys := script.Keys(ratelimit.Request{Prefix: prefix(t), Key: key, Policy: l.Policy()})
+		keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix(t), ID: key}, Policy: l.Policy()})
 		require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
 		issued, err := c.Get(ctx, keys[1]).Int()
 		require.NoError(t, err)

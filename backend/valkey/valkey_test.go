@@ -34,6 +34,42 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(client(t)) })
 }
 
+// On a real cluster, valkey-go panics on a command whose keys are in two
+// slots: WithPrefix("x{}:") once split a sliding key's two server keys over
+// two slots, and Allow panicked in the caller's goroutine. Prefixes are
+// escaped as keys are, and no client panic reaches a caller.
+func TestPrefixesWithBracesOnACluster(t *testing.T) {
+	srv := testserver.OwnCluster(t, testserver.Valkey)
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
+		for _, alg := range ratelimit.Algorithms() {
+			l, err := ratelimit.New(valkey.New(c), ratelimit.Policy{Limit: 2, Window: time.Hour, Algorithm: alg}, ratelimit.WithPrefix(prefix))
+			require.NoError(t, err)
+			require.NoError(t, l.Reset(ctx, "user"))
+			for i := 1; i <= 3; i++ {
+				d, err := l.Allow(ctx, "user")
+				require.NoError(t, err, "prefix %q, %v", prefix, alg)
+				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
+			}
+		}
+	}
+}
+
+// The Valkey backend passes the suite on a real cluster too, through
+// valkey-go's cluster client.
+func TestConformanceOnACluster(t *testing.T) {
+	srv := testserver.OwnCluster(t, testserver.Valkey)
+	conformance.Run(t, func(t *testing.T) ratelimit.Store {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return valkey.New(c)
+	})
+}
+
 func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, ratelimit.WithPrefix("test:"+t.Name()+":"))
 	require.NoError(t, err)
@@ -47,7 +83,7 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	rc := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	defer rc.Close()
 	ctx := context.Background()
-	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.Policy{Limit: 4, Window: time.Hour, Algorithm: alg} // no fixed window ends mid-test
 		viaValkey, viaRedis := limiter(t, valkey.New(client(t)), p), limiter(t, redis.New(rc), p)
 		for i := 1; i <= 4; i++ {

@@ -1,10 +1,11 @@
-// Package script holds the Lua scripts that make each decision on a Redis
+// Package script holds the Lua script that makes each decision on a Redis
 // protocol server, the one copy shared by the Redis and Valkey backends, and
-// the Go side of their calling convention: keys, arguments, reply.
+// the Go side of its calling convention: keys (keys.go), arguments, reply.
 package script
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -14,17 +15,14 @@ import (
 )
 
 var (
-	//go:embed prelude.lua
-	prelude string
-	//go:embed sliding.lua
-	sliding string
-	//go:embed fixed.lua
-	fixed string
+	//go:embed algorithms.lua
+	algorithms string
+	//go:embed decide.lua
+	decide string
 
-	// Sliding decides a sliding-window request: prelude.lua, then sliding.lua.
-	Sliding = prelude + sliding
-	// Fixed decides a fixed-window request: prelude.lua, then fixed.lua.
-	Fixed = prelude + fixed
+	// Decide decides one request (Take or Peek) or several together
+	// (TakeAll): algorithms.lua, then decide.lua.
+	Decide = algorithms + decide
 )
 
 // TTLSlack is how much longer than the window a key lives after its last
@@ -32,44 +30,30 @@ var (
 // disappears by itself.
 const TTLSlack = 1000 // ms
 
-// Source is the script deciding requests under alg.
-func Source(alg ratelimit.Algorithm) string {
-	if alg == ratelimit.FixedWindow {
-		return Fixed
-	}
-	return Sliding
+// argsPerRequest is the number of arguments of each request (decide.lua).
+const argsPerRequest = 6
+
+// Args are the script's arguments for one request, as strings (see
+// decide.lua): slack, then algorithm, limit, window (µs), cost, record, now
+// (µs, or "" for the server's clock).
+func Args(req ratelimit.Request, record bool) []string {
+	return NewStringArgs().For(req, record)
 }
-
-// Keys are the server keys of req's state; they share one hash tag, so one
-// script may touch them all on a cluster.
-func Keys(req ratelimit.Request) []string {
-	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		return []string{req.StoreKey()}
-	}
-	// One allocation for both: the log's name is a prefix of the counter's.
-	seq := req.StoreKey() + seqSuffix
-	return []string{seq[:len(seq)-len(seqSuffix)], seq}
-}
-
-const seqSuffix = ":seq"
-
-// Args are the script's arguments for req, as strings: limit, window (µs),
-// cost, now (µs, or "" for the server's clock), TTL slack (ms).
-func Args(req ratelimit.Request) []string { return NewStringArgs().For(req) }
 
 // NewStringArgs is an ArgCache of the arguments as strings.
 func NewStringArgs() *ArgCache[string] {
-	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, "")
+	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, func(s string) string { return s })
 }
 
-// ArgCache builds the scripts' arguments in a client's own type (string for
+// ArgCache builds the script's arguments in a client's own type (string for
 // valkey-go, any for go-redis), formatting what depends only on the policy
 // once per policy rather than once per decision. Safe for concurrent use.
 type ArgCache[T any] struct {
-	format      func(int64) T
-	serverClock T // the "now" that asks for the server's TIME
-	slack       T
-	last        atomic.Pointer[policyArgs[T]]
+	format            func(int64) T
+	serverClock       T // the "now" that asks for the server's TIME
+	slack, take, peek T
+	sliding, fixed    T
+	last              atomic.Pointer[policyArgs[T]]
 }
 
 type policyArgs[T any] struct {
@@ -77,31 +61,87 @@ type policyArgs[T any] struct {
 	limit, window T
 }
 
-// NewArgs returns an ArgCache formatting numbers with format, and sending
-// serverClock as the time of a request that carries none.
-func NewArgs[T any](format func(int64) T, serverClock T) *ArgCache[T] {
-	return &ArgCache[T]{format: format, serverClock: serverClock, slack: format(TTLSlack)}
+// NewArgs returns an ArgCache formatting numbers with format and strings
+// with str.
+func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
+	return &ArgCache[T]{format: format, serverClock: str(""), slack: format(TTLSlack),
+		take: str("1"), peek: str("0"), sliding: str(slidingSuffix), fixed: str(fixedSuffix)}
 }
 
-// For returns the arguments of req (see Args).
-func (c *ArgCache[T]) For(req ratelimit.Request) []T {
+// For returns the arguments of one request, recorded if admitted when record
+// is true (Take) or not (Peek).
+func (c *ArgCache[T]) For(req ratelimit.Request, record bool) []T {
+	return c.appendArgs(append(make([]T, 0, 1+argsPerRequest), c.slack), req, record)
+}
+
+// ForAll returns the arguments of several requests decided together.
+func (c *ArgCache[T]) ForAll(reqs []ratelimit.Request) []T {
+	args := append(make([]T, 0, 1+argsPerRequest*len(reqs)), c.slack)
+	for _, req := range reqs {
+		args = c.appendArgs(args, req, true)
+	}
+	return args
+}
+
+func (c *ArgCache[T]) appendArgs(args []T, req ratelimit.Request, record bool) []T {
 	pa := c.last.Load()
 	if pa == nil || pa.policy != req.Policy {
 		pa = &policyArgs[T]{policy: req.Policy, limit: c.format(int64(req.Policy.Limit)), window: c.format(algorithm.WindowMicros(req.Policy))}
 		c.last.Store(pa)
 	}
-	now := c.serverClock
-	if !req.Now.IsZero() {
+	alg, now, rec := c.sliding, c.serverClock, c.peek
+	if req.Policy.Algorithm == ratelimit.FixedWindow {
+		alg = c.fixed
+	}
+	if req.Clock == ratelimit.CallerClock {
 		now = c.format(algorithm.Micros(req.Now))
 	}
-	return []T{pa.limit, pa.window, c.format(int64(req.Cost)), now, c.slack}
+	if record {
+		rec = c.take
+	}
+	return append(args, alg, pa.limit, pa.window, c.format(int64(req.Cost)), rec, now)
 }
 
-// Decision reads the script's reply for a request under limit.
+// KeysAll are the keys of several requests decided together, in the
+// script's order. It fails, wrapping errors.ErrUnsupported, unless one
+// script may touch them all on a cluster (they share a hash tag: one caller's
+// key under several policies) and each request has state of its own.
+func KeysAll(reqs []ratelimit.Request) ([]string, error) {
+	keys := make([]string, 0, 2*len(reqs))
+	for i, req := range reqs {
+		if req.Key.ID != reqs[0].Key.ID {
+			return nil, fmt.Errorf("keys %q and %q may live on different shards: %w", reqs[0].Key.ID, req.Key.ID, errors.ErrUnsupported)
+		}
+		for _, other := range reqs[:i] {
+			if other.Key == req.Key && other.Policy.Algorithm == req.Policy.Algorithm {
+				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key.ID, req.Key.Prefix, errors.ErrUnsupported)
+			}
+		}
+		keys = appendKeys(keys, req)
+	}
+	return keys, nil
+}
+
+// replyLen is the number of integers the script returns per request.
+const replyLen = 5
+
+// Decision reads the script's reply for one request under limit.
 func Decision(reply []int64, limit int) (ratelimit.Decision, error) {
-	if len(reply) != 5 {
+	if len(reply) != replyLen {
 		return ratelimit.Decision{}, fmt.Errorf("unexpected script reply %v", reply)
 	}
 	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: int(reply[1]), ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}
 	return out.Decision(limit), nil
+}
+
+// Decisions reads the script's reply for several requests.
+func Decisions(reply []int64, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+	if len(reply) != replyLen*len(reqs) {
+		return nil, fmt.Errorf("unexpected script reply %v for %d requests", reply, len(reqs))
+	}
+	ds := make([]ratelimit.Decision, len(reqs))
+	for i, req := range reqs {
+		ds[i], _ = Decision(reply[replyLen*i:replyLen*(i+1)], req.Policy.Limit)
+	}
+	return ds, nil
 }

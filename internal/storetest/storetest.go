@@ -140,8 +140,9 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 		up.calls.Load(), down.calls.Load(), time.Duration(down.slowest.Load()), again.calls.Load())
 }
 
-// failurePolicy, with the server down: a Limiter fails closed by default and
-// open when asked, and either way the error is returned and observed.
+// failurePolicy, with the server down: a Limiter fails closed by default (the
+// caller gets the error) and open when asked (the caller gets an admission
+// that says so, without an error); either way the observer sees the error.
 func failurePolicy(t *testing.T, store ratelimit.Store) {
 	for _, open := range []bool{false, true} {
 		var observed atomic.Value
@@ -155,8 +156,14 @@ func failurePolicy(t *testing.T, store ratelimit.Store) {
 		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 		d, err := l.Allow(ctx, "user")
 		cancel()
-		require.ErrorIs(t, err, ratelimit.ErrStore, "fail open %v: the error is returned", open)
-		require.Equal(t, open, d.Allowed, "fail open %v", open)
+		if open {
+			require.NoError(t, err, "a failure mode's decision is an answer")
+			require.True(t, d.Allowed)
+			require.Equal(t, ratelimit.SourceFailOpen, d.Source)
+		} else {
+			require.ErrorIs(t, err, ratelimit.ErrStore, "failing closed, the error is returned")
+			require.Equal(t, ratelimit.Decision{}, d)
+		}
 		e, _ := observed.Load().(ratelimit.Event)
 		require.ErrorIs(t, e.Err, ratelimit.ErrStore, "fail open %v: the observer saw the error", open)
 	}
@@ -255,6 +262,7 @@ func badInput(t *testing.T, addr string, newStore NewStore) {
 		{"negative window", l.SetPolicy(ratelimit.Policy{Limit: 1, Window: -time.Second}), ratelimit.ErrInvalidPolicy},
 		{"sub-millisecond window", l.SetPolicy(ratelimit.Policy{Limit: 1, Window: 999 * time.Microsecond}), ratelimit.ErrInvalidPolicy},
 		{"unknown algorithm", l.SetPolicy(ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: 7}), ratelimit.ErrInvalidPolicy},
+		{"prefix over MaxPrefixLen", second(ratelimit.New(newStore(t, addr), ratelimit.PerMinute(1), ratelimit.WithPrefix(pre+strings.Repeat("p", ratelimit.MaxPrefixLen)))), ratelimit.ErrInvalidKey},
 	}
 	for _, r := range rejected {
 		require.ErrorIs(t, r.err, r.want, r.name)
@@ -272,13 +280,13 @@ func badInput(t *testing.T, addr string, newStore NewStore) {
 	}
 	require.Len(t, keysUnder(t, a, pre), 2*len(odd), "a sliding log and its counter per key")
 	for _, k := range odd {
-		for _, sk := range script.Keys(ratelimit.Request{Prefix: pre, Key: k, Policy: l.Policy()}) {
+		for _, sk := range script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: k}, Policy: l.Policy()}) {
 			require.EqualValues(t, 1, a.Exists(ctx, sk).Val(), "%q is stored at %q", k, sk)
 		}
 	}
 }
 
-func second(_ ratelimit.Decision, err error) error { return err }
+func second[T any](_ T, err error) error { return err }
 
 func flood(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
@@ -291,7 +299,7 @@ func flood(t *testing.T, addr string, newStore NewStore) {
 			_, err := l.Allow(ctx, "abuser")
 			require.NoError(t, err)
 		}
-		key := script.Keys(ratelimit.Request{Prefix: pre, Key: "abuser", Policy: l.Policy()})[0]
+		key := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "abuser"}, Policy: l.Policy()})[0]
 		if alg == ratelimit.SlidingWindow {
 			require.EqualValues(t, limit, a.ZCard(ctx, key).Val(), "ZCARD after 2000 requests at limit %d", limit)
 		} else {
@@ -302,7 +310,7 @@ func flood(t *testing.T, addr string, newStore NewStore) {
 
 // clockSkew: two app instances whose clocks are 5s apart. On the server's
 // clock (the default) they share one limit, whatever their clocks say; the
-// same instances sending their own clocks (WithClock) over-admit, which is
+// same instances sending their own clocks (WithCallerClock) over-admit, which is
 // why the server clock is the default.
 func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
@@ -333,8 +341,8 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	require.Zero(t, sent.Load(), "no client time is sent on the server clock")
 
 	pre = prefix()
-	a = limiter(t, newStore(t, addr), p, pre, ratelimit.WithClock(ahead))
-	b = limiter(t, newStore(t, addr), p, pre, ratelimit.WithClock(behind))
+	a = limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(ahead))
+	b = limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(behind))
 	admitted = 0
 	for _, l := range []*ratelimit.Limiter{b, a} { // the slow clock first, then the fast one
 		for i := 0; i < limit; i++ {
@@ -345,7 +353,7 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 			}
 		}
 	}
-	require.Equal(t, 2*limit, admitted, "client clocks 5s apart admit twice the limit within a moment: the documented hazard of WithClock")
+	require.Equal(t, 2*limit, admitted, "client clocks 5s apart admit twice the limit within a moment: the documented hazard of WithCallerClock")
 }
 
 // timeSpy counts requests that carry a client time.
@@ -355,7 +363,7 @@ type timeSpy struct {
 }
 
 func (s *timeSpy) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if !req.Now.IsZero() {
+	if req.Clock != ratelimit.StoreClock || !req.Now.IsZero() {
 		s.sent.Add(1)
 	}
 	return s.Store.Take(ctx, req)

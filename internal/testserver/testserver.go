@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -97,6 +98,29 @@ func Own(t testing.TB, k Kind, extra ...string) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// OwnCluster starts a one-node Redis Cluster of kind k for t alone: a real
+// cluster, holding every slot, on which a command whose keys are in two
+// slots fails (CROSSSLOT), as on a cluster of many nodes.
+func OwnCluster(t testing.TB, k Kind) *Server {
+	t.Helper()
+	s := Own(t, k, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := command(ctx, s.Addr, "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	for {
+		info, err := command(ctx, s.Addr, "CLUSTER", "INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the cluster at %s is not ok within 10s: %v %q", s.Addr, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // unavailable skips t, or fails it under CI=true, where every server must be
@@ -234,22 +258,48 @@ func waitReady(addr string, within time.Duration) error {
 }
 
 func ping(ctx context.Context, addr string) error {
+	reply, err := command(ctx, addr, "PING")
+	if err == nil && reply != "PONG" {
+		err = fmt.Errorf("PING answered %q", reply)
+	}
+	return err
+}
+
+// command sends one command on a new connection and returns its reply: a
+// simple or bulk string (an error reply is an error). Enough for the few
+// commands that set a server up, without a client library.
+func command(ctx context.Context, addr string, args ...string) (string, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	req := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	if _, err := c.Write([]byte(req)); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	line = strings.TrimSuffix(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "$"):
+		var n int
+		if _, err := fmt.Sscanf(line, "$%d", &n); err != nil || n < 0 {
+			return "", fmt.Errorf("%s: reply %q", args[0], line)
+		}
+		body := make([]byte, n+2)
+		_, err := io.ReadFull(r, body)
+		return string(body[:n]), err
 	}
-	return nil
+	return "", fmt.Errorf("%s: reply %q", args[0], line)
 }

@@ -1,9 +1,10 @@
-package algorithm
+package conformance
 
 import (
 	"slices"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
 // OverAdmissions counts the windows in which more than limit requests of one
@@ -16,8 +17,8 @@ func OverAdmissions(times []int64, limit int, window int64, alg ratelimit.Algori
 	over := 0
 	if alg == ratelimit.FixedWindow {
 		for i := 0; i < len(times); {
-			start, n := WindowStart(times[i], window), 0
-			for ; i < len(times) && WindowStart(times[i], window) == start; i++ {
+			start, n := algorithm.WindowStart(times[i], window), 0
+			for ; i < len(times) && algorithm.WindowStart(times[i], window) == start; i++ {
 				n++
 			}
 			if n > limit {

@@ -1,0 +1,246 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Scenarios about the Store contract itself, calling the store directly
+// where the Limiter would hide a detail: peeks of any cost, a reset that
+// covers every algorithm, a failure mode's answer, atomic multi-policy
+// decisions.
+
+// request is a request on the scenario's clock, under the scenario's prefix.
+func (e *env) request(prefix, id string, p ratelimit.Policy, cost int) ratelimit.Request {
+	if e.clock == nil {
+		e.clock = NewClock(start())
+	}
+	return ratelimit.Request{Key: ratelimit.Key{Prefix: e.namespace() + prefix, ID: id}, Policy: p, Cost: cost,
+		Clock: ratelimit.CallerClock, Now: e.clock.Now()}
+}
+
+func peekRecordsNothing(t *testing.T, e *env) {
+	s, model, ctx := e.newStore(t), NewModel(), context.Background()
+	p := e.policy(5, time.Second)
+	check := func(what string, got ratelimit.Decision, err error, want ratelimit.Decision) {
+		t.Helper()
+		require.NoError(t, err, what)
+		require.Equal(t, want, got, what)
+	}
+	for cost := 1; cost <= 5; cost++ {
+		req := e.request("", "user", p, cost)
+		got, err := s.Peek(ctx, req)
+		check(fmt.Sprintf("a peek of cost %d on an empty key", cost), got, err, model.Peek(req))
+		require.True(t, got.Allowed)
+		require.Zero(t, got.Count, "nothing recorded by the peeks before")
+	}
+	req := e.request("", "user", p, 3)
+	got, err := s.Take(ctx, req)
+	check("a take of 3", got, err, model.Take(req))
+	e.clock.Advance(100 * time.Millisecond)
+	for _, cost := range []int{2, 3, 5} {
+		req := e.request("", "user", p, cost)
+		got, err := s.Peek(ctx, req)
+		check("a peek at 3 of 5", got, err, model.Peek(req))
+		require.Equal(t, cost <= 2, got.Allowed, "a peek of cost %d decides as a take of cost %d would", cost, cost)
+		require.Equal(t, 3, got.Count)
+	}
+	// A whole window later, the take's entries are out of the window: a
+	// peek must not count them, and must not prune them either (a later
+	// take at an earlier time, as a skewed caller sends, still sees them).
+	e.clock.Advance(time.Second)
+	req = e.request("", "user", p, 1)
+	got, err = s.Peek(ctx, req)
+	check("a peek after the window", got, err, model.Peek(req))
+	require.Zero(t, got.Count)
+	e.clock.Advance(-time.Second)
+	req = e.request("", "user", p, 3)
+	got, err = s.Take(ctx, req)
+	check("a take back in the window", got, err, model.Take(req))
+	require.False(t, got.Allowed, "the peek pruned nothing: 3 + 3 > 5")
+}
+
+func resetClearsEveryAlgorithm(t *testing.T, e *env) {
+	s, ctx := e.newStore(t), context.Background()
+	for _, alg := range ratelimit.Algorithms() {
+		p := ratelimit.Policy{Limit: 3, Window: time.Minute, Algorithm: alg}
+		for _, id := range []string{"user", "bystander"} {
+			d, err := s.Take(ctx, e.request("", id, p, 2))
+			require.NoError(t, err)
+			require.Equal(t, 2, d.Count, "%v: %s", alg, id)
+		}
+		d, err := s.Take(ctx, e.request("other:", "user", p, 1))
+		require.NoError(t, err)
+		require.Equal(t, 1, d.Count, "%v: the same key under another prefix", alg)
+	}
+	require.NoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "user"}))
+	for _, alg := range ratelimit.Algorithms() {
+		p := ratelimit.Policy{Limit: 3, Window: time.Minute, Algorithm: alg}
+		d, err := s.Peek(ctx, e.request("", "user", p, 1))
+		require.NoError(t, err)
+		require.Zero(t, d.Count, "%v: reset cleared the key under every algorithm", alg)
+		d, err = s.Peek(ctx, e.request("", "bystander", p, 1))
+		require.NoError(t, err)
+		require.Equal(t, 2, d.Count, "%v: another key keeps its history", alg)
+		d, err = s.Peek(ctx, e.request("other:", "user", p, 1))
+		require.NoError(t, err)
+		require.Equal(t, 1, d.Count, "%v: the key under another prefix keeps its history", alg)
+	}
+	require.NoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "never-seen"}), "resetting an unknown key")
+}
+
+// recorder keeps the Events an Observer sees.
+type recorder struct {
+	mu     sync.Mutex
+	events []ratelimit.Event
+}
+
+func (r *recorder) Observe(_ context.Context, ev ratelimit.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+// failureModeAnswers makes the store fail for real (a cancelled context)
+// under a Limiter that fails open and one that fails closed.
+func failureModeAnswers(t *testing.T, e *env) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := &recorder{}
+	open := e.limiter(3, time.Minute, ratelimit.WithFailOpen(), ratelimit.WithObserver(rec))
+	for _, call := range []struct {
+		name string
+		do   func() (ratelimit.Decision, error)
+	}{
+		{"Allow", func() (ratelimit.Decision, error) { return open.Allow(cancelled, "user") }},
+		{"Peek", func() (ratelimit.Decision, error) { return open.Peek(cancelled, "user") }},
+	} {
+		d, err := call.do()
+		require.NoError(t, err, "%s: a failure mode's decision is an answer, not an error", call.name)
+		require.True(t, d.Allowed, call.name)
+		require.Equal(t, ratelimit.SourceFailOpen, d.Source, "%s: the decision says a failure mode made it", call.name)
+		require.Equal(t, 3, d.Limit, call.name)
+		require.Zero(t, d.Remaining, "%s: a failure mode knows no quota", call.name)
+	}
+	require.Len(t, rec.events, 2)
+	for _, ev := range rec.events {
+		require.ErrorIs(t, ev.Err, ratelimit.ErrStore, "the observer gets the store's error")
+		require.ErrorIs(t, ev.Err, context.Canceled)
+		require.Equal(t, ratelimit.SourceFailOpen, ev.Decision.Source)
+	}
+
+	closed := e.limiter(3, time.Minute)
+	d, err := closed.Allow(cancelled, "user")
+	require.ErrorIs(t, err, ratelimit.ErrStore, "without a failure mode the caller gets the error")
+	require.Equal(t, ratelimit.Decision{}, d, "and no decision with it")
+
+	d, err = closed.Peek(context.Background(), "user")
+	require.NoError(t, err)
+	require.Zero(t, d.Count, "nothing was recorded")
+	require.Equal(t, ratelimit.SourceStore, d.Source, "the store's own decisions say so")
+}
+
+// takeAllIsAtomic runs only on a MultiStore: several policies on one key
+// (the case every store must decide atomically: on a server their keys share
+// a hash slot) are admitted together or not at all.
+func takeAllIsAtomic(t *testing.T, e *env) {
+	ms, ok := e.newStore(t).(ratelimit.MultiStore)
+	if !ok {
+		t.Skip("the store is not a ratelimit.MultiStore")
+	}
+	ctx, model := context.Background(), NewModel()
+	other := ratelimit.SlidingWindow
+	if e.alg == ratelimit.SlidingWindow {
+		other = ratelimit.FixedWindow
+	}
+	reqs := func(cost int) []ratelimit.Request {
+		return []ratelimit.Request{
+			e.request("per-second:", "user", e.policy(3, time.Second), cost),
+			e.request("per-minute:", "user", e.policy(5, time.Minute), cost),
+			e.request("per-minute:", "user", ratelimit.Policy{Limit: 4, Window: time.Minute, Algorithm: other}, cost),
+		}
+	}
+	decide := func(what string, rs []ratelimit.Request) []ratelimit.Decision {
+		t.Helper()
+		got, err := ms.TakeAll(ctx, rs)
+		require.NoError(t, err, what)
+		require.Len(t, got, len(rs), what)
+		all := true
+		for _, r := range rs {
+			all = all && model.Peek(r).Allowed
+		}
+		for i, r := range rs {
+			want := model.Peek(r)
+			if all {
+				want = model.Take(r)
+			}
+			require.Equal(t, want, got[i], "%s: request %d (%v)", what, i, r.Policy)
+		}
+		return got
+	}
+	for i := 0; i < 3; i++ {
+		for _, d := range decide("within every limit", reqs(1)) {
+			require.True(t, d.Allowed)
+		}
+	}
+	got := decide("the per-second limit is full", reqs(1))
+	require.False(t, got[0].Allowed)
+	require.True(t, got[1].Allowed && got[2].Allowed, "the others would admit: their peeks say so")
+	require.Equal(t, 3, got[1].Count, "and nothing was taken from them")
+	e.clock.Advance(time.Second)
+	got = decide("a second later, cost 2 is over one per-minute limit", reqs(2))
+	require.True(t, got[0].Allowed && got[1].Allowed)
+	require.False(t, got[2].Allowed, "3+2 > 4")
+	got = decide("cost 1 fits everywhere", reqs(1))
+	require.Equal(t, []int{1, 4, 4}, []int{got[0].Count, got[1].Count, got[2].Count})
+
+	// Requests the store may not be able to decide together (different
+	// keys: different shards on a cluster): decided atomically, or refused
+	// with nothing recorded.
+	apart := []ratelimit.Request{e.request("a:", "alice", e.policy(1, time.Minute), 1), e.request("b:", "bob", e.policy(1, time.Minute), 1)}
+	ds, err := ms.TakeAll(ctx, apart)
+	if errors.Is(err, errors.ErrUnsupported) {
+		for _, r := range apart {
+			d, err := ms.Peek(ctx, r)
+			require.NoError(t, err)
+			require.Zero(t, d.Count, "a refused TakeAll recorded nothing")
+		}
+		return
+	}
+	require.NoError(t, err)
+	require.True(t, ds[0].Allowed && ds[1].Allowed)
+}
+
+// multiDenialTakesNothing drives ratelimit.Multi, atomic or not, on the
+// store.
+func multiDenialTakesNothing(t *testing.T, e *env) {
+	perKey := e.limiter(2, time.Minute, ratelimit.WithPrefix(e.namespace()+"per-key:"), ratelimit.WithName("per-key"))
+	perTenant := e.limiter(10, time.Minute, ratelimit.WithPrefix(e.namespace()+"per-tenant:"), ratelimit.WithName("per-tenant"))
+	m, err := ratelimit.NewMulti(perKey, perTenant)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, keys := range [][]string{{"user", "user"}, {"user", "tenant"}} {
+		for i := 1; i <= 3; i++ {
+			d, err := m.Allow(ctx, keys...)
+			require.NoError(t, err)
+			require.Equal(t, i <= 2, d.Allowed, "%v: request %d", keys, i)
+			if i == 3 {
+				require.Equal(t, "per-key", d.Name, "the denying policy")
+				require.Positive(t, d.RetryAfter)
+			}
+		}
+		p, err := perTenant.Peek(ctx, keys[1])
+		require.NoError(t, err)
+		require.Equal(t, 2, p.Count, "%v: the denial took nothing from per-tenant", keys)
+		require.NoError(t, perKey.Reset(ctx, keys[0]))
+		require.NoError(t, perTenant.Reset(ctx, keys[1]))
+	}
+}

@@ -1,0 +1,86 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Scenarios about what is not a decision: bad input, and a store that
+// cannot answer.
+
+func rejectsInvalidInput(t *testing.T, e *env) {
+	c := e.checked(3, time.Second)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"empty key", func() error { _, err := c.l.Allow(ctx, ""); return err }, ratelimit.ErrInvalidKey},
+		{"key over MaxKeyLen", func() error {
+			_, err := c.l.Allow(ctx, string(make([]byte, ratelimit.MaxKeyLen+1)))
+			return err
+		}, ratelimit.ErrInvalidKey},
+		{"peek of an empty key", func() error { _, err := c.l.Peek(ctx, ""); return err }, ratelimit.ErrInvalidKey},
+		{"reset of an empty key", func() error { return c.l.Reset(ctx, "") }, ratelimit.ErrInvalidKey},
+		{"n = 0", func() error { _, err := c.l.AllowN(ctx, "user", 0); return err }, ratelimit.ErrInvalidCost},
+		{"n < 0", func() error { _, err := c.l.AllowN(ctx, "user", -1); return err }, ratelimit.ErrInvalidCost},
+		{"n > limit", func() error { _, err := c.l.AllowN(ctx, "user", 4); return err }, ratelimit.ErrInvalidCost},
+		{"nil context", func() error {
+			var nilCtx context.Context
+			_, err := c.l.Allow(nilCtx, "user")
+			return err
+		}, ratelimit.ErrInvalidArgument},
+		{"limit 0", func() error { return c.l.SetPolicy(e.policy(0, time.Second)) }, ratelimit.ErrInvalidPolicy},
+		{"negative limit", func() error { return c.l.SetPolicy(e.policy(-1, time.Second)) }, ratelimit.ErrInvalidPolicy},
+		{"window 0", func() error { return c.l.SetPolicy(e.policy(3, 0)) }, ratelimit.ErrInvalidPolicy},
+		{"negative window", func() error { return c.l.SetPolicy(e.policy(3, -time.Second)) }, ratelimit.ErrInvalidPolicy},
+		{"sub-millisecond window", func() error { return c.l.SetPolicy(e.policy(3, time.Millisecond-1)) }, ratelimit.ErrInvalidPolicy},
+		{"unknown algorithm", func() error {
+			return c.l.SetPolicy(ratelimit.Policy{Limit: 3, Window: time.Second, Algorithm: 9})
+		}, ratelimit.ErrInvalidPolicy},
+	}
+	for _, tc := range cases {
+		err := tc.call()
+		require.ErrorIs(t, err, tc.want, tc.name)
+	}
+	require.Equal(t, e.policy(3, time.Second), c.l.Policy(), "invalid policies changed nothing")
+	d := c.peek("user")
+	require.Equal(t, 0, d.Count, "invalid calls recorded nothing")
+	_, err := ratelimit.New(nil, e.policy(1, time.Second))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil store")
+	_, err = ratelimit.New(e.newStore(t), e.policy(1, time.Second), ratelimit.WithPrefix(string(make([]byte, ratelimit.MaxPrefixLen+1))))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidKey, "a prefix over MaxPrefixLen")
+}
+
+func cancelledContext(t *testing.T, e *env) {
+	l := e.limiter(3, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(ctx, "user")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ratelimit.ErrStore)
+		require.ErrorIs(t, err, context.Canceled, "the context's error is wrapped")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Allow with a cancelled context did not return within 5s")
+	}
+	d, err := l.Peek(context.Background(), "user")
+	require.NoError(t, err)
+	require.Equal(t, 0, d.Count, "a cancelled call records nothing")
+
+	ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	_, err = l.Allow(ctx, "user")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}

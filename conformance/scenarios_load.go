@@ -1,0 +1,162 @@
+package conformance
+
+import (
+	"context"
+	mrand "math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Scenarios under load and on the store's own clock: random traffic against
+// the model, hammering across instances, real time.
+
+// matchesModel drives one key set with a random mix of calls and clock steps
+// (some backwards, as skewed clients produce) and policy changes.
+func matchesModel(t *testing.T, e *env) {
+	rng := mrand.New(mrand.NewSource(int64(e.alg) + 7))
+	c := e.checked(5, 200*time.Millisecond)
+	keys := []string{"a", "b", "c"}
+	for i := 0; i < 400; i++ {
+		c.clock.Advance(time.Duration(rng.Intn(60)-10) * time.Millisecond)
+		key := keys[rng.Intn(len(keys))]
+		switch r := rng.Intn(100); {
+		case r < 50:
+			c.allow(key)
+		case r < 75:
+			c.allowN(key, 1+rng.Intn(c.l.Policy().Limit))
+		case r < 90:
+			c.peek(key)
+		case r < 95:
+			c.reset(key)
+		default:
+			c.setPolicy(e.policy(1+rng.Intn(8), time.Duration(1+rng.Intn(400))*time.Millisecond))
+		}
+	}
+}
+
+// noOverAdmission hammers one key from 16 goroutines over 4 store instances,
+// first at one manual instant, then on the store's own clock with a window
+// far longer than the run (and, for a fixed window, clear of its end):
+// exactly the limit is admitted, never more.
+func noOverAdmission(t *testing.T, e *env) {
+	const limit, goroutines, perGoroutine, instances = 50, 16, 20, 4
+	for _, mode := range []string{"manual clock", "store clock"} {
+		var limiters []*ratelimit.Limiter
+		for i := 0; i < instances; i++ {
+			if mode == "manual clock" {
+				limiters = append(limiters, e.limiter(limit, time.Hour))
+			} else {
+				limiters = append(limiters, e.realTimeLimiter(limit, time.Hour))
+			}
+		}
+		if mode == "store clock" {
+			e.clearOfBoundary(limiters[0], 10*time.Second)
+		}
+		key := "hammered-" + mode
+		var admitted, failed atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func(l *ratelimit.Limiter) {
+				defer wg.Done()
+				for i := 0; i < perGoroutine; i++ {
+					d, err := l.Allow(context.Background(), key)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+					if d.Count > limit {
+						failed.Add(1)
+					}
+				}
+			}(limiters[g%instances])
+		}
+		wg.Wait()
+		require.Zero(t, failed.Load(), "%s: calls that failed or reported a count over %d", mode, limit)
+		require.Equal(t, int64(limit), admitted.Load(), "%s: %d calls on one key with limit %d", mode, goroutines*perGoroutine, limit)
+	}
+}
+
+// noOverAdmissionInAnyWindow hammers one key from 64 goroutines over 4
+// store instances for 8 windows of 50ms, on the store's clock, and checks
+// every window (any interval for a sliding window, every aligned one for a
+// fixed window) with the times the store decided at.
+func noOverAdmissionInAnyWindow(t *testing.T, e *env) {
+	const limit, window, run, goroutines, instances = 20, 50 * time.Millisecond, 400 * time.Millisecond, 64, 4
+	var limiters []*ratelimit.Limiter
+	for i := 0; i < instances; i++ {
+		limiters = append(limiters, e.realTimeLimiter(limit, window))
+	}
+	var mu sync.Mutex
+	var admitted []int64
+	var decisions, failed atomic.Int64
+	var firstErr atomic.Value
+	deadline := time.Now().Add(run)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(l *ratelimit.Limiter) {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				d, err := l.Allow(context.Background(), "hammered")
+				decisions.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				if d.Allowed {
+					mu.Lock()
+					admitted = append(admitted, d.At.UnixMicro())
+					mu.Unlock()
+				}
+			}
+		}(limiters[g%instances])
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load(), "calls that failed; the first: %v", firstErr.Load())
+	require.GreaterOrEqual(t, len(admitted), limit, "the load got through (%d decisions)", decisions.Load())
+	windows := int(run/window) + 2
+	if e.alg == ratelimit.FixedWindow {
+		windows *= 2 // a fixed window admits up to 2*limit around a boundary
+	}
+	require.LessOrEqual(t, len(admitted), limit*windows, "admitted in %v with %d per %v", run, limit, window)
+	over := OverAdmissions(admitted, limit, window.Microseconds(), e.alg)
+	require.Zero(t, over, "windows that admitted more than %d (of %d admitted, %d decisions)", limit, len(admitted), decisions.Load())
+}
+
+// storeClock checks the store's own clock in real time: windows of 100ms
+// with margins of 50ms.
+func storeClock(t *testing.T, e *env) {
+	const window, margin = 100 * time.Millisecond, 50 * time.Millisecond
+	l := e.realTimeLimiter(2, window)
+	ctx := context.Background()
+	e.clearOfBoundary(l, window-margin)
+	began := time.Now()
+	for i := 0; i < 2; i++ {
+		d, err := l.Allow(ctx, "user")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	d, err := l.Allow(ctx, "user")
+	require.NoError(t, err)
+	require.Less(t, time.Since(began), window-margin, "precondition: 3 calls must fit well within a %v window", window)
+	require.False(t, d.Allowed)
+	require.Positive(t, d.RetryAfter)
+	require.LessOrEqual(t, d.RetryAfter, window)
+	require.WithinDuration(t, time.Now(), d.At, margin, "the store's clock is close to ours")
+	require.Equal(t, d.At.Add(d.RetryAfter), d.ResetAt, "a denial's ResetAt is At + RetryAfter (the oldest leaves / the window ends)")
+	time.Sleep(d.RetryAfter + margin)
+	d, err = l.Allow(ctx, "user")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "retry-after (%v) has passed", d.RetryAfter)
+}

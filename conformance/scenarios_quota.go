@@ -1,0 +1,231 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Scenarios about quota: admission, denial, peeks, the window passing,
+// reset, reconfiguration and isolation, each decision checked against Model.
+
+func allowsWithinLimit(t *testing.T, e *env) {
+	c := e.checked(5, time.Second)
+	for i := 1; i <= 5; i++ {
+		d := c.allow("user")
+		require.True(t, d.Allowed, "request %d of 5", i)
+		require.Equal(t, i, d.Count, "count after request %d", i)
+		require.Equal(t, 5-i, d.Remaining, "remaining after request %d", i)
+		require.Zero(t, d.RetryAfter, "an admitted request has no retry-after")
+	}
+}
+
+func deniesAfterLimit(t *testing.T, e *env) {
+	c := e.checked(3, time.Second)
+	for i := 0; i < 3; i++ {
+		c.allow("user")
+	}
+	for i := 0; i < 10; i++ {
+		c.clock.Advance(time.Millisecond)
+		d := c.allow("user")
+		require.False(t, d.Allowed, "request %d over the limit of 3", 4+i)
+		require.Equal(t, 3, d.Count, "a denied request must not be recorded")
+		require.Positive(t, d.RetryAfter)
+	}
+}
+
+func peekDoesNotConsume(t *testing.T, e *env) {
+	c := e.checked(2, time.Second)
+	for i := 0; i < 5; i++ {
+		d := c.peek("user")
+		require.Equal(t, 0, d.Count)
+		require.True(t, d.Allowed)
+	}
+	c.allow("user")
+	c.allow("user")
+	d := c.peek("user")
+	require.False(t, d.Allowed, "a peek at the limit says a request would be denied")
+	require.Equal(t, 2, d.Count)
+}
+
+func freesQuotaAsWindowPasses(t *testing.T, e *env) {
+	c := e.checked(2, time.Second)
+	c.allow("user")
+	c.clock.Advance(400 * time.Millisecond)
+	c.allow("user")
+	c.clock.Advance(599 * time.Millisecond)
+	d := c.allow("user")
+	require.False(t, d.Allowed, "1ms before the first request leaves")
+	require.Equal(t, time.Millisecond, d.RetryAfter)
+	c.clock.Advance(time.Millisecond)
+	d = c.allow("user")
+	require.True(t, d.Allowed, "the first request has left the window (or the fixed window ended)")
+	c.clock.Advance(3 * time.Second)
+	d = c.peek("user")
+	require.Equal(t, 0, d.Count, "everything has left after a long pause")
+	require.Equal(t, 2, d.Remaining)
+}
+
+func boundaryBurst(t *testing.T, e *env) {
+	c := e.checked(5, time.Second)
+	c.clock.Advance(900 * time.Millisecond) // 100ms before a fixed boundary
+	for i := 0; i < 5; i++ {
+		require.True(t, c.allow("user").Allowed)
+	}
+	c.clock.Advance(200 * time.Millisecond) // 100ms after it
+	admitted := 0
+	for i := 0; i < 5; i++ {
+		if c.allow("user").Allowed {
+			admitted++
+		}
+	}
+	if e.alg == ratelimit.FixedWindow {
+		require.Equal(t, 5, admitted, "a fixed window starts afresh at the boundary: 10 requests in 200ms")
+	} else {
+		require.Equal(t, 0, admitted, "a sliding window still holds the 5 requests of 200ms ago")
+	}
+}
+
+func remainingNeverNegative(t *testing.T, e *env) {
+	c := e.checked(4, time.Second)
+	for i := 0; i < 8; i++ {
+		d := c.allow("user")
+		require.Equal(t, max(0, 4-(i+1)), d.Remaining, "after request %d", i+1)
+	}
+	c.setPolicy(e.policy(2, time.Second))
+	d := c.peek("user")
+	require.Equal(t, 4, d.Count, "the history is kept across a policy change")
+	require.Equal(t, 0, d.Remaining, "4 requests under a limit of 2: remaining is 0, not -2")
+}
+
+func resetRestoresQuota(t *testing.T, e *env) {
+	c := e.checked(3, time.Minute)
+	for i := 0; i < 4; i++ {
+		c.allow("user")
+	}
+	c.reset("user")
+	d := c.peek("user")
+	require.Equal(t, 3, d.Remaining)
+	for i := 0; i < 3; i++ {
+		require.True(t, c.allow("user").Allowed, "request %d after reset", i+1)
+	}
+	require.False(t, c.allow("user").Allowed)
+	c.reset("never-seen") // resetting an unknown key is fine
+}
+
+func reconfigureAppliesToExistingKeys(t *testing.T, e *env) {
+	c := e.checked(5, time.Second)
+	for i := 0; i < 3; i++ {
+		c.allow("user")
+	}
+	c.setPolicy(e.policy(2, time.Second))
+	d := c.allow("user")
+	require.False(t, d.Allowed, "3 requests already made under a new limit of 2")
+	require.Equal(t, 2, d.Limit)
+	c.setPolicy(e.policy(10, time.Second))
+	d = c.allow("user")
+	require.True(t, d.Allowed)
+	require.Equal(t, 4, d.Count, "the new limit counts the requests made under the old one")
+	require.Equal(t, 6, d.Remaining)
+	require.Error(t, c.l.SetPolicy(e.policy(0, time.Second)))
+	require.Equal(t, 10, c.l.Policy().Limit, "an invalid policy changes nothing")
+}
+
+func keysAreIsolated(t *testing.T, e *env) {
+	c := e.checked(2, time.Minute)
+	// Keys that a careless naming scheme would map to one server key.
+	keys := []string{"user", "user2", "{user}", "%7Buser%7D", "a}b", "a%7Db", "with space", "nul\x00byte", "\xff\xfe"}
+	for _, k := range keys {
+		c.allow(k)
+		c.allow(k)
+		require.False(t, c.allow(k).Allowed, "key %q at its limit", k)
+	}
+	for _, k := range keys {
+		require.Equal(t, 2, c.peek(k).Count, "key %q holds only its own requests", k)
+	}
+
+	// Prefixes that a careless naming scheme would turn into hash tags, or
+	// map onto each other.
+	for _, prefix := range []string{"x{}:", "{p}:", "%7Bp%7D:", "p{", "}"} {
+		l := e.limiter(2, time.Minute, ratelimit.WithPrefix(e.namespace()+prefix))
+		for i := 1; i <= 3; i++ {
+			d, err := l.Allow(context.Background(), "{user}")
+			require.NoError(t, err, "prefix %q", prefix)
+			require.Equal(t, min(i, 2), d.Count, "prefix %q holds only its own requests", prefix)
+		}
+	}
+
+	// The same key under another prefix, or the other algorithm, is another user.
+	other := e.limiter(2, time.Minute, ratelimit.WithPrefix(e.namespace()+"other:"))
+	d, err := other.Allow(context.Background(), "user")
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Count, "another prefix")
+	otherAlg := ratelimit.SlidingWindow
+	if e.alg == ratelimit.SlidingWindow {
+		otherAlg = ratelimit.FixedWindow
+	}
+	l, err := ratelimit.New(e.newStore(t), ratelimit.Policy{Limit: 2, Window: time.Minute, Algorithm: otherAlg},
+		ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now))
+	require.NoError(t, err)
+	d, err = l.Allow(context.Background(), "user")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the other algorithm keeps its own state for the same key")
+	require.Equal(t, 1, d.Count)
+}
+
+func allowNConsumesCost(t *testing.T, e *env) {
+	c := e.checked(10, time.Second)
+	require.Equal(t, 4, c.allowN("user", 4).Count)
+	c.clock.Advance(100 * time.Millisecond)
+	d := c.allowN("user", 7)
+	require.False(t, d.Allowed, "4+7 > 10")
+	require.Equal(t, 4, d.Count, "a denied AllowN records nothing")
+	d = c.allowN("user", 6)
+	require.True(t, d.Allowed)
+	require.Equal(t, 10, d.Count)
+	require.Equal(t, 0, d.Remaining)
+	d = c.allowN("user", 10)
+	require.False(t, d.Allowed)
+}
+
+func retryAfterIsExact(t *testing.T, e *env) {
+	c := e.checked(3, time.Second)
+	c.allow("user") // t=0
+	c.clock.Advance(300 * time.Millisecond)
+	c.allow("user") // t=300ms
+	c.clock.Advance(300 * time.Millisecond)
+	c.allow("user") // t=600ms
+	c.clock.Advance(100 * time.Millisecond)
+	d := c.allow("user") // t=700ms
+	require.False(t, d.Allowed)
+	d2 := c.allowN("user", 2)
+	if e.alg == ratelimit.SlidingWindow {
+		require.Equal(t, 300*time.Millisecond, d.RetryAfter, "the oldest (t=0) leaves at 1s")
+		require.Equal(t, 600*time.Millisecond, d2.RetryAfter, "a cost of 2 waits for the second oldest (t=300ms), leaving at 1.3s")
+	} else {
+		require.Equal(t, 300*time.Millisecond, d.RetryAfter, "the fixed window ends at 1s")
+		require.Equal(t, 300*time.Millisecond, d2.RetryAfter)
+	}
+	require.Equal(t, c.clock.Now().Add(d.RetryAfter), d.ResetAt, "the oldest request leaves / the window ends")
+	c.clock.Advance(d.RetryAfter - time.Microsecond)
+	require.False(t, c.allow("user").Allowed, "1µs before retry-after")
+	c.clock.Advance(time.Microsecond)
+	require.True(t, c.allow("user").Allowed, "at retry-after")
+}
+
+func sameMicrosecond(t *testing.T, e *env) {
+	const limit = 200
+	c := e.checked(limit, time.Second)
+	for i := 0; i < limit; i++ {
+		require.True(t, c.allow("user").Allowed, "request %d at one instant", i+1)
+	}
+	d := c.allow("user")
+	require.False(t, d.Allowed, "every request at one instant was counted")
+	require.Equal(t, limit, d.Count)
+	c.clock.Advance(time.Second)
+	require.Equal(t, limit, c.allowN("user", limit).Count, "all left together")
+}

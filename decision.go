@@ -1,0 +1,64 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Decision is the outcome of one request, with everything a caller needs to
+// answer the client (see the RateLimit-* HTTP headers). It is always an
+// answer: a call that could not decide returns an error instead.
+type Decision struct {
+	// Allowed reports whether the request was admitted (for Peek: whether
+	// the request would be admitted now).
+	Allowed bool
+	// Limit is the policy's limit the decision was made under.
+	Limit int
+	// Remaining is Limit-Count, never negative: how many more requests of
+	// cost 1 the key may make now.
+	Remaining int
+	// Count is the number of requests in the current window after this
+	// decision (including this one when it was admitted).
+	Count int
+	// ResetAt is when the window next frees quota: for a sliding window,
+	// when the oldest request in it leaves (the decision time if the
+	// window is empty); for a fixed window, when the window ends.
+	ResetAt time.Time
+	// RetryAfter is zero when Allowed. Otherwise it is how long until the
+	// same request would be admitted: for a sliding window, exactly until
+	// enough of the oldest requests have left the window; for a fixed
+	// window, until the window ends.
+	RetryAfter time.Duration
+	// At is the time the decision was made at, on the clock that made it:
+	// the store's (a server's TIME), or the caller's with WithCallerClock.
+	// An admitted request is recorded at At. ResetAt is on the same clock.
+	At time.Time
+	// Source says what made the decision: the store (the zero value), or a
+	// failure mode standing in for a store that could not answer. Only a
+	// decision from the store is exact; the others carry no quota
+	// (Count, Remaining and ResetAt are zero).
+	Source Source
+}
+
+// Source is what made a Decision.
+type Source uint8
+
+const (
+	// SourceStore is a decision of the store: exact, and recorded when
+	// admitted.
+	SourceStore Source = iota
+	// SourceFailOpen is an admission by a Limiter built WithFailOpen, made
+	// because the store failed; nothing was recorded.
+	SourceFailOpen
+)
+
+// String returns "store" or "fail-open".
+func (s Source) String() string {
+	switch s {
+	case SourceStore:
+		return "store"
+	case SourceFailOpen:
+		return "fail-open"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}

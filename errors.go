@@ -1,0 +1,36 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Errors returned by this module wrap one of them with
+// detail, so test them with errors.Is.
+var (
+	// ErrInvalidPolicy is returned for a limit that is not positive, a
+	// window shorter than a millisecond, or an unknown algorithm.
+	ErrInvalidPolicy = errors.New("ratelimit: invalid policy")
+	// ErrInvalidKey is returned for an empty key, a key longer than
+	// MaxKeyLen bytes, or a prefix longer than MaxPrefixLen bytes.
+	ErrInvalidKey = errors.New("ratelimit: invalid key")
+	// ErrInvalidCost is returned when the cost n of AllowN is not in
+	// [1, Limit].
+	ErrInvalidCost = errors.New("ratelimit: invalid cost")
+	// ErrInvalidArgument is returned for a nil store, limiter or context,
+	// or keys that do not match the limiters of a Multi.
+	ErrInvalidArgument = errors.New("ratelimit: invalid argument")
+	// ErrStore is returned when the store failed to decide (server down,
+	// timeout, cancelled context...) and the Limiter has no failure mode
+	// that answers instead. The store's own error is wrapped too, so
+	// errors.Is(err, context.DeadlineExceeded) works as well.
+	ErrStore = errors.New("ratelimit: store failed")
+)
+
+// storeError wraps err with ErrStore unless a store already did.
+func storeError(err error) error {
+	if errors.Is(err, ErrStore) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrStore, err)
+}

@@ -1,0 +1,80 @@
+package script
+
+import (
+	"strings"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// The key layout on a Redis-protocol server, the one place it is written
+// (algorithms.lua reads these keys). For the caller's key K under the prefix
+// P:
+//
+//	P{K}:sw       the sliding log: a sorted set of entries scored by time (µs)
+//	P{K}:sw:seq   the counter that names the log's entries
+//	P{K}:fw       the fixed window: a hash, s = window start (µs), c = count
+//
+// '{', '}' and '%' in P and in K are percent-escaped, so the braces around K
+// are the only ones: K is the Redis Cluster hash tag of every key, whatever
+// bytes P and K hold. All the keys of one K, under every algorithm and every
+// prefix, therefore live in one slot, so one script may decide several
+// policies on one key together; and distinct (P, K) pairs never share a key.
+// Every write sets a TTL of the window plus TTLSlack.
+
+// Suffixes of the state of each algorithm.
+const (
+	slidingSuffix = "sw"
+	seqSuffix     = ":seq"
+	fixedSuffix   = "fw"
+)
+
+var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func escape(s string) string {
+	if strings.ContainsAny(s, "{}%") {
+		return escaper.Replace(s)
+	}
+	return s
+}
+
+// base is P{K}: with both escaped.
+func base(key ratelimit.Key) string {
+	return escape(key.Prefix) + "{" + escape(key.ID) + "}:"
+}
+
+// Keys are the server keys of req's state under its algorithm, in the order
+// the script takes them.
+func Keys(req ratelimit.Request) []string {
+	return appendKeys(make([]string, 0, 2), req)
+}
+
+// appendKeys appends the keys of req's state to keys.
+func appendKeys(keys []string, req ratelimit.Request) []string {
+	if req.Policy.Algorithm == ratelimit.FixedWindow {
+		return append(keys, base(req.Key)+fixedSuffix)
+	}
+	// One allocation for both: the log's name is a prefix of the counter's.
+	seq := base(req.Key) + slidingSuffix + seqSuffix
+	return append(keys, seq[:len(seq)-len(seqSuffix)], seq)
+}
+
+// AllKeys are every server key of key, under every algorithm: what Reset
+// deletes.
+func AllKeys(key ratelimit.Key) []string {
+	b := base(key)
+	return []string{b + slidingSuffix, b + slidingSuffix + seqSuffix, b + fixedSuffix}
+}
+
+// HashTag is the text a Redis Cluster hashes for key: between the first '{'
+// and the next '}', if not empty; else the whole key.
+func HashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}

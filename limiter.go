@@ -1,0 +1,256 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Limiter applies a Policy to keys on a Store. It is safe for concurrent use;
+// several Limiters (in one process or many) on one shared store enforce one
+// limit together.
+type Limiter struct {
+	store    Store
+	policy   atomic.Pointer[Policy]
+	prefix   string
+	clock    func() time.Time // nil: the store's clock
+	name     string
+	observer Observer
+	failOpen bool
+	dryRun   bool
+	plain    bool // none of observer, failOpen, dryRun: the shortest path
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithPrefix sets the namespace of every key the Limiter writes (default
+// DefaultPrefix), at most MaxPrefixLen bytes, any bytes. Limiters with
+// different prefixes never share state.
+func WithPrefix(prefix string) Option { return func(l *Limiter) { l.prefix = prefix } }
+
+// WithCallerClock makes the Limiter decide every request at now() (sent to
+// the store as Request.Now with CallerClock) instead of letting the store
+// use its own clock. On Redis and Valkey the default (the server's clock)
+// keeps instances with skewed clocks on one window; use a caller's clock for
+// tests, or when a network store must not call TIME.
+func WithCallerClock(now func() time.Time) Option { return func(l *Limiter) { l.clock = now } }
+
+// WithName names the Limiter's policy ("per-user", "per-ip"...) in Events
+// and in Multi's decisions.
+func WithName(name string) Option { return func(l *Limiter) { l.name = name } }
+
+// WithObserver calls o after every decision (see Observer). With no
+// observer, nothing is measured.
+func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
+
+// WithFailOpen admits requests when the store fails (server down, timeout,
+// cancelled context): the caller gets an allowed Decision with Source
+// SourceFailOpen and a nil error, and the store's error goes to the observer.
+// Nothing is recorded. By default a Limiter fails closed: the caller gets
+// the error, wrapping ErrStore. Bad input is never admitted.
+func WithFailOpen() Option { return func(l *Limiter) { l.failOpen = true } }
+
+// WithDryRun makes the Limiter admit every request while deciding and
+// recording as usual: the observer sees the real decision (Event.Decision),
+// the caller an allowed one. For rolling out a new limit.
+func WithDryRun() Option { return func(l *Limiter) { l.dryRun = true } }
+
+// New returns a Limiter applying p on store.
+func New(store Store, p Policy, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
+	}
+	l := &Limiter{store: store, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(l)
+	}
+	if err := validatePrefix(l.prefix); err != nil {
+		return nil, err
+	}
+	if err := l.SetPolicy(p); err != nil {
+		return nil, err
+	}
+	l.plain = l.observer == nil && !l.failOpen && !l.dryRun
+	return l, nil
+}
+
+// SetPolicy replaces the policy. It applies to every key on its next call,
+// with the history recorded so far: lowering a limit denies a key already
+// over the new limit at once; nothing is reset. A new window length
+// re-reads a sliding log under the new length; a fixed window whose aligned
+// start changes starts a fresh count. Changing the algorithm switches to
+// state kept apart (the old state expires by itself). An invalid p changes
+// nothing.
+func (l *Limiter) SetPolicy(p Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	p.Window = p.Window.Truncate(time.Microsecond)
+	l.policy.Store(&p)
+	return nil
+}
+
+// Policy returns the policy in force.
+func (l *Limiter) Policy() Policy { return *l.policy.Load() }
+
+// Name is the name given with WithName.
+func (l *Limiter) Name() string { return l.name }
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether key may make n requests now, and records them if
+// so. n must be in [1, Limit] (a larger n could never be admitted): anything
+// else is ErrInvalidCost with nothing recorded. A denial records nothing.
+// When the store fails, the failure mode answers (WithFailOpen), or the
+// error is returned, wrapping ErrStore.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
+	p := l.policy.Load()
+	if err := checkArgs(ctx, key); err != nil {
+		return Decision{}, err
+	}
+	if err := p.checkCost(n); err != nil {
+		return Decision{}, err
+	}
+	if l.plain { // the hot path: the request is built in the call, not copied through helpers
+		d, err := l.store.Take(ctx, Request{Key: Key{l.prefix, key}, Policy: *p, Cost: n, Clock: l.clockKind(), Now: l.now()})
+		if err != nil {
+			return Decision{}, storeError(err)
+		}
+		return d, nil
+	}
+	return l.take(ctx, l.request(key, *p, n))
+}
+
+// Peek reports key's quota without consuming any: Allowed tells whether a
+// request of cost 1 would be admitted now, Remaining how many would. It
+// records nothing. Failures are handled as for AllowN.
+func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
+	if err := checkArgs(ctx, key); err != nil {
+		return Decision{}, err
+	}
+	return l.peek(ctx, l.request(key, l.Policy(), 1))
+}
+
+// Reset forgets key's history under every algorithm: its full quota is
+// available at once. A store failure is returned, wrapping ErrStore,
+// whatever the failure mode.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := checkArgs(ctx, key); err != nil {
+		return err
+	}
+	if err := l.store.Reset(ctx, Key{l.prefix, key}); err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+// Wait is WaitN(ctx, key, 1).
+func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until key may make n requests, records them and returns the
+// admitting Decision. After each denial it sleeps for the denial's
+// RetryAfter (in real time) and asks again: other callers may take the
+// freed quota first, so a wait can take several rounds. It returns at once,
+// with an error wrapping context.DeadlineExceeded, when the context's
+// deadline comes before the request could fit, and with ctx.Err() when the
+// context is done while waiting. Other errors are as for AllowN, and a
+// failure mode's admission (WithFailOpen) ends the wait at once.
+func (l *Limiter) WaitN(ctx context.Context, key string, n int) (Decision, error) {
+	var timer *time.Timer
+	for {
+		d, err := l.AllowN(ctx, key, n)
+		if err != nil || d.Allowed {
+			return d, err
+		}
+		wait := max(d.RetryAfter, time.Microsecond)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return Decision{}, fmt.Errorf("ratelimit: %q would wait %v, past the context's deadline: %w", key, wait, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return Decision{}, ctx.Err()
+		}
+	}
+}
+
+// request is a request of cost n for key under p.
+func (l *Limiter) request(key string, p Policy, n int) Request {
+	return Request{Key: Key{l.prefix, key}, Policy: p, Cost: n, Clock: l.clockKind(), Now: l.now()}
+}
+
+// take asks the store to decide req, and settles its answer.
+func (l *Limiter) take(ctx context.Context, req Request) (Decision, error) {
+	began := time.Now()
+	d, err := l.store.Take(ctx, req)
+	return l.settle(ctx, req, false, d, err, began)
+}
+
+// peek asks the store what it would decide for req, and settles its answer.
+func (l *Limiter) peek(ctx context.Context, req Request) (Decision, error) {
+	began := time.Now()
+	d, err := l.store.Peek(ctx, req)
+	return l.settle(ctx, req, true, d, err, began)
+}
+
+// settle turns what the store said into what the caller gets: the failure
+// mode answers for a failed store, dry-run admits, and the observer sees it
+// all.
+func (l *Limiter) settle(ctx context.Context, req Request, peek bool, d Decision, err error, began time.Time) (Decision, error) {
+	if err != nil {
+		err = storeError(err)
+		d = Decision{}
+		if l.failOpen {
+			d = Decision{Allowed: true, Limit: req.Policy.Limit, At: began, Source: SourceFailOpen}
+		}
+	}
+	if l.observer != nil {
+		l.observer.Observe(ctx, Event{Name: l.name, Policy: req.Policy, Key: req.Key.ID, Cost: req.Cost, Peek: peek,
+			Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
+	}
+	switch {
+	case err != nil && !l.failOpen:
+		return Decision{}, err
+	case l.dryRun && !d.Allowed:
+		d.Allowed, d.RetryAfter = true, 0
+	}
+	return d, nil
+}
+
+// clockKind is the clock the Limiter's requests are decided on.
+func (l *Limiter) clockKind() Clock {
+	if l.clock == nil {
+		return StoreClock
+	}
+	return CallerClock
+}
+
+// now is the caller's time under WithCallerClock, else the zero time (which
+// the store ignores).
+func (l *Limiter) now() time.Time {
+	if l.clock == nil {
+		return time.Time{}
+	}
+	return l.clock()
+}
+
+// checkArgs validates the arguments common to every call.
+func checkArgs(ctx context.Context, key string) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return ValidateKey(key)
+}

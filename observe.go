@@ -1,0 +1,47 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// Observer receives every decision of a Limiter (Allow, AllowN, Peek, and
+// the Limiter's part of a Multi), including those a failure mode made; it
+// must be safe for concurrent use and quick (it runs on the request's path).
+// Bad input is not a decision and is not observed.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// Event is one decision as an Observer sees it: enough to trace a denial
+// to its key and policy, or a failure to its cause.
+type Event struct {
+	// Name is the Limiter's name (WithName), Policy its policy then.
+	Name   string
+	Policy Policy
+	// Key is the caller's key; Cost the requests asked for.
+	Key  string
+	Cost int
+	// Peek reports a Peek, which records nothing.
+	Peek bool
+	// Decision is the decision made, Decision.Source saying by what: the
+	// store, or the failure mode when the store failed. It is the real
+	// decision even in dry-run mode, where the caller was admitted anyway.
+	// It is the zero Decision when the caller got an error.
+	Decision Decision
+	// Err is the store's error, wrapped with ErrStore, or nil. It is set
+	// both when the caller got it and when a failure mode answered
+	// instead (Decision.Source then says which).
+	Err error
+	// Latency is the time the store took.
+	Latency time.Duration
+	// DryRun reports a Limiter in dry-run mode: the caller was admitted
+	// whatever Decision says.
+	DryRun bool
+}

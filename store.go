@@ -1,0 +1,117 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxKeyLen is the longest key, in bytes, that a Limiter accepts. Keys are
+// otherwise arbitrary bytes: braces, spaces, NUL and invalid UTF-8 are fine.
+const MaxKeyLen = 4096
+
+// MaxPrefixLen is the longest prefix, in bytes, that WithPrefix accepts: the
+// prefix is part of every stored key and sent with every call.
+const MaxPrefixLen = 256
+
+// DefaultPrefix namespaces the keys a Limiter writes; see [WithPrefix].
+const DefaultPrefix = "ratelimit:"
+
+// Key names the state of one caller's key (ID) in one Limiter's namespace
+// (Prefix). Keys with different prefixes never share state. A store derives
+// its own names from a Key (a server's key layout is the backend's business)
+// and must keep every distinct Key apart, whatever bytes it holds.
+type Key struct {
+	// Prefix is the Limiter's namespace (WithPrefix): at most MaxPrefixLen
+	// bytes, possibly empty.
+	Prefix string
+	// ID is the caller's key: 1 to MaxKeyLen bytes.
+	ID string
+}
+
+// Clock says whose clock decides a request.
+type Clock uint8
+
+const (
+	// StoreClock (the zero value): the store decides at its own time (a
+	// server's TIME), and Request.Now is ignored.
+	StoreClock Clock = iota
+	// CallerClock: the store decides at Request.Now (WithCallerClock).
+	CallerClock
+)
+
+// Request is one decision a Store must make atomically.
+type Request struct {
+	// Key names the state the request is decided on.
+	Key Key
+	// Policy is the policy in force now; it may differ from the one the
+	// stored state was written under (see Limiter.SetPolicy).
+	Policy Policy
+	// Cost is the number of requests to decide, in [1, Policy.Limit].
+	Cost int
+	// Clock says whether the store uses its own clock or Now.
+	Clock Clock
+	// Now is the time of the request under CallerClock.
+	Now time.Time
+}
+
+// Store keeps the state of every key and makes each decision atomically.
+//
+// A Store decides, in ONE atomic step, everything about a request: prune
+// what has left the window, count, admit or deny, record. Never split this
+// into reads and writes composed by the caller: that races between app
+// instances. The package conformance is the executable specification of a
+// Store; run it from your store's tests.
+//
+// Every method returns a Decision or an error, never both: a store that
+// cannot decide returns an error and leaves the choice of what to do to the
+// Limiter's failure mode. A store must not panic; wrap a client's failures
+// in an error.
+type Store interface {
+	// Take decides req and records it if admitted. A denial records
+	// nothing.
+	Take(ctx context.Context, req Request) (Decision, error)
+	// Peek decides req as Take would at this moment, and records nothing,
+	// not even the pruning of what has left the window.
+	Peek(ctx context.Context, req Request) (Decision, error)
+	// Reset forgets everything stored under key, for every algorithm: the
+	// key's full quota is available at once. Resetting an unknown key is
+	// not an error.
+	Reset(ctx context.Context, key Key) error
+}
+
+// MultiStore is an optional ability of a Store, discovered by a type
+// assertion as database/sql discovers a driver's: deciding several requests
+// as one atomic step. Multi uses it when every Limiter shares the store.
+type MultiStore interface {
+	Store
+	// TakeAll decides reqs together: if Take would admit every one of
+	// them, each is recorded and its Take decision returned; otherwise
+	// nothing is recorded and each decision is what Peek would say (so the
+	// denials carry their exact RetryAfter). Requests are decided on
+	// distinct state: two requests naming the same Key under the same
+	// algorithm are not supported. When the store cannot decide reqs
+	// atomically (on a server, keys that live on different shards), it
+	// records nothing and returns an error wrapping errors.ErrUnsupported,
+	// and the caller decides them one by one.
+	TakeAll(ctx context.Context, reqs []Request) ([]Decision, error)
+}
+
+// ValidateKey reports, wrapping ErrInvalidKey, why key cannot be used.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// validatePrefix reports, wrapping ErrInvalidKey, why prefix cannot be used.
+func validatePrefix(prefix string) error {
+	if len(prefix) > MaxPrefixLen {
+		return fmt.Errorf("%w: prefix of %d bytes, more than %d", ErrInvalidKey, len(prefix), MaxPrefixLen)
+	}
+	return nil
+}
