@@ -38,7 +38,7 @@ func Example() {
 // In a sliding window a denied request learns exactly when it would fit:
 // when the oldest request leaves the window, not a whole window later.
 func ExampleLimiter_AllowN() {
-	clock := conformance.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := conformance.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	store := memory.New()
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.Policy{Limit: 5, Window: 10 * time.Second},

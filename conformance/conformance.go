@@ -111,7 +111,7 @@ type env struct {
 	newStore NewStore
 	alg      ratelimit.Algorithm
 	prefix   string
-	clock    *Clock
+	clock    *ManualClock
 }
 
 // start is where manual clocks start: a round time, so fixed windows of whole
@@ -139,7 +139,7 @@ func (e *env) namespace() string {
 // manual clock, prefix and a policy of limit per window.
 func (e *env) limiter(limit int, window time.Duration, opts ...ratelimit.Option) *ratelimit.Limiter {
 	if e.clock == nil {
-		e.clock = NewClock(start())
+		e.clock = NewManualClock(start())
 	}
 	opts = append([]ratelimit.Option{ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now)}, opts...)
 	l, err := ratelimit.New(e.newStore(e.t), e.policy(limit, window), opts...)
@@ -174,7 +174,7 @@ type checker struct {
 	t     *testing.T
 	l     *ratelimit.Limiter
 	model *Model
-	clock *Clock
+	clock *ManualClock
 	ctx   context.Context
 }
 

@@ -21,7 +21,7 @@ import (
 // request is a request on the scenario's clock, under the scenario's prefix.
 func (e *env) request(prefix, id string, p ratelimit.Policy, cost int) ratelimit.Request {
 	if e.clock == nil {
-		e.clock = NewClock(start())
+		e.clock = NewManualClock(start())
 	}
 	return ratelimit.Request{Key: ratelimit.Key{Prefix: e.namespace() + prefix, ID: id}, Policy: p, Cost: cost,
 		Clock: ratelimit.CallerClock, Now: e.clock.Now()}

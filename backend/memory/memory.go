@@ -190,15 +190,23 @@ func monotonicMicros() func() int64 {
 
 // Take implements ratelimit.Store.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, true)
+	// The body of decide, written out: this is the hot path.
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	sh := s.shard(req.Key.ID)
+	sh.mu.Lock()
+	out := sh.decide(&req, s.now(&req), true)
+	sh.mu.Unlock()
+	return out.Decision(req.Policy.Limit), nil
 }
 
 // Peek implements ratelimit.Store.
 func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, false)
+	return s.decide(ctx, &req, false)
 }
 
-func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (ratelimit.Decision, error) {
+func (s *Store) decide(ctx context.Context, req *ratelimit.Request, record bool) (ratelimit.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -242,12 +250,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	outs := make([]algorithm.Outcome, len(reqs))
 	all := true
 	for i, req := range reqs {
-		outs[i] = s.shard(req.Key.ID).decide(req, at(req), false)
+		outs[i] = s.shard(req.Key.ID).decide(&reqs[i], at(req), false)
 		all = all && outs[i].Allowed
 	}
 	if all {
 		for i, req := range reqs {
-			outs[i] = s.shard(req.Key.ID).decide(req, at(req), true)
+			outs[i] = s.shard(req.Key.ID).decide(&reqs[i], at(req), true)
 		}
 	}
 	for _, i := range shards {
@@ -261,7 +269,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 }
 
 // now is the time req is decided at, µs.
-func (s *Store) now(req ratelimit.Request) int64 {
+func (s *Store) now(req *ratelimit.Request) int64 {
 	if req.Clock == ratelimit.CallerClock {
 		return algorithm.Micros(req.Now)
 	}
@@ -269,7 +277,7 @@ func (s *Store) now(req ratelimit.Request) int64 {
 }
 
 // decide decides req at now on the shard, whose lock is held.
-func (sh *shard) decide(req ratelimit.Request, now int64, record bool) algorithm.Outcome {
+func (sh *shard) decide(req *ratelimit.Request, now int64, record bool) algorithm.Outcome {
 	window, limit, alg := algorithm.WindowMicros(req.Policy), req.Policy.Limit, req.Policy.Algorithm
 	e, ok := sh.keys.Peek(req.Key.ID)
 	var sl *slot

@@ -9,57 +9,48 @@
 --       retry_after (µs), now (µs)
 -- (algorithms.lua comes first.)
 local slack = tonumber(ARGV[1])
-local requests = (#ARGV - 1) / 6
 
 local server_now -- read once: every request of one step is decided at one time
-local function clock(arg)
-  local t = tonumber(arg)
-  if t then return t end
-  if not server_now then
-    if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
-    local tm = redis.call('TIME')
-    server_now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-  end
-  return server_now
-end
 
--- decide decides request i (from 0) whose keys start at KEYS[k], recording
--- it when record is true; it appends the reply to out and returns whether it
--- was admitted and the index of the next request's keys.
-local function decide(i, k, record, out)
-  local a = 2 + 6 * i
+-- decide decides the request whose arguments start at ARGV[a] and whose keys
+-- start at KEYS[k], recording it when record is true. It returns allowed,
+-- count, reset_at, retry_after, now and the index of the next request's keys.
+local function decide(a, k, record)
   local limit, window, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local now = clock(ARGV[a + 5])
-  local allowed, count, reset_at, retry
-  if ARGV[a] == 'fw' then
-    allowed, count, reset_at, retry = fixed(KEYS[k], now, limit, window, cost, record, slack)
-    k = k + 1
-  else
-    allowed, count, reset_at, retry = sliding(KEYS[k], KEYS[k + 1], now, limit, window, cost, record, slack)
-    k = k + 2
+  local now = tonumber(ARGV[a + 5])
+  if not now then
+    if not server_now then
+      if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
+      local t = redis.call('TIME')
+      server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    now = server_now
   end
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed and 1 or 0, count, reset_at, retry, now
-  return allowed, k
+  if ARGV[a] == 'fw' then
+    local allowed, count, reset_at, retry = fixed(KEYS[k], now, limit, window, cost, record, slack)
+    return allowed, count, reset_at, retry, now, k + 1
+  end
+  local allowed, count, reset_at, retry = sliding(KEYS[k], KEYS[k + 1], now, limit, window, cost, record, slack)
+  return allowed, count, reset_at, retry, now, k + 2
 end
 
-local out = {}
-if requests == 1 then
-  decide(0, 1, ARGV[6] == '1', out)
-  return out
+if #ARGV == 7 then -- one request: the common case
+  local allowed, count, reset_at, retry, now = decide(2, 1, ARGV[6] == '1')
+  return {allowed and 1 or 0, count, reset_at, retry, now}
 end
+
 -- Several: peek at all; record all only if all would be admitted.
-local k, all = 1, true
-for i = 0, requests - 1 do
-  local allowed
-  allowed, k = decide(i, k, false, out)
-  all = all and allowed
-end
-if all then
-  out, k = {}, 1
-  for i = 0, requests - 1 do
-    local _
-    _, k = decide(i, k, true, out)
+local function all(record)
+  local out, k, every = {}, 1, true
+  for a = 2, #ARGV, 6 do
+    local allowed, count, reset_at, retry, now
+    allowed, count, reset_at, retry, now, k = decide(a, k, record)
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed and 1 or 0, count, reset_at, retry, now
+    every = every and allowed
   end
+  return out, every
 end
+local out, every = all(false)
+if every then out = all(true) end
 return out

@@ -37,9 +37,9 @@ func escape(s string) string {
 	return s
 }
 
-// base is P{K}: with both escaped.
-func base(key ratelimit.Key) string {
-	return escape(key.Prefix) + "{" + escape(key.ID) + "}:"
+// name is P{K}:suffix, with P and K escaped, in one allocation.
+func name(key ratelimit.Key, suffix string) string {
+	return escape(key.Prefix) + "{" + escape(key.ID) + "}:" + suffix
 }
 
 // Keys are the server keys of req's state under its algorithm, in the order
@@ -51,18 +51,18 @@ func Keys(req ratelimit.Request) []string {
 // appendKeys appends the keys of req's state to keys.
 func appendKeys(keys []string, req ratelimit.Request) []string {
 	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		return append(keys, base(req.Key)+fixedSuffix)
+		return append(keys, name(req.Key, fixedSuffix))
 	}
 	// One allocation for both: the log's name is a prefix of the counter's.
-	seq := base(req.Key) + slidingSuffix + seqSuffix
+	seq := name(req.Key, slidingSuffix+seqSuffix)
 	return append(keys, seq[:len(seq)-len(seqSuffix)], seq)
 }
 
 // AllKeys are every server key of key, under every algorithm: what Reset
 // deletes.
 func AllKeys(key ratelimit.Key) []string {
-	b := base(key)
-	return []string{b + slidingSuffix, b + slidingSuffix + seqSuffix, b + fixedSuffix}
+	seq := name(key, slidingSuffix+seqSuffix)
+	return []string{seq[:len(seq)-len(seqSuffix)], seq, name(key, fixedSuffix)}
 }
 
 // HashTag is the text a Redis Cluster hashes for key: between the first '{'
