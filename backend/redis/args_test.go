@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -29,14 +28,4 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 			require.Equal(t, script.Args(req, record), got)
 		}
 	}
-}
-
-// A panic of the client comes back as an error wrapping ErrStore.
-func TestAClientPanicIsAStoreError(t *testing.T) {
-	err := func() (err error) {
-		defer recovered(&err)
-		panic("multi key command with different key slots are not allowed")
-	}()
-	require.True(t, errors.Is(err, ratelimit.ErrStore), "%v", err)
-	require.ErrorContains(t, err, "different key slots")
 }

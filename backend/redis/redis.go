@@ -100,7 +100,7 @@ func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 }
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (d ratelimit.Decision, err error) {
-	defer recovered(&err)
+	defer script.Recover("ratelimit/redis", &err)
 	reply, err := s.run(ctx, script.Keys(req), s.args.For(req, record))
 	if err == nil {
 		d, err = script.Decision(reply, req.Policy.Limit)
@@ -114,7 +114,7 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) 
 // TakeAll implements ratelimit.MultiStore: one EVALSHA for requests on one
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
-	defer recovered(&err)
+	defer script.Recover("ratelimit/redis", &err)
 	keys, err := script.KeysAll(reqs)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/redis: %w", err)
@@ -132,7 +132,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 // Reset implements ratelimit.Store: one DEL of the key's state under every
 // algorithm.
 func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
-	defer recovered(&err)
+	defer script.Recover("ratelimit/redis", &err)
 	keys := script.AllKeys(key)
 	_, err = bounded(ctx, s.honoursContext, func(ctx context.Context) (int64, error) {
 		return s.client.Del(ctx, keys...).Result()
@@ -141,14 +141,6 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	return nil
-}
-
-// recovered turns a panic of the client into an error wrapping
-// ratelimit.ErrStore: a client's bug must not take its caller's process down.
-func recovered(err *error) {
-	if r := recover(); r != nil {
-		*err = fmt.Errorf("ratelimit/redis: the client panicked: %v: %w", r, ratelimit.ErrStore)
-	}
 }
 
 func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, error) {

@@ -52,28 +52,10 @@ func clusterClient(t testing.TB, addr string) *goredis.ClusterClient {
 	return c
 }
 
-// A prefix holding braces once became the hash tag of every key, or split a
-// key's server keys over two slots: "x{}:" made every sliding decision fail
-// with CROSSSLOT on a cluster. Prefixes are escaped as keys are.
+// A prefix holding braces once split a key's server keys over two slots:
+// "x{}:" made every sliding decision fail with CROSSSLOT on a cluster.
 func TestPrefixesWithBracesOnACluster(t *testing.T) {
-	srv := testserver.OwnCluster(t, testserver.Redis)
-	c := clusterClient(t, srv.Addr)
-	ctx := context.Background()
-	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
-		for _, alg := range ratelimit.Algorithms() {
-			l, err := ratelimit.New(redis.New(c), ratelimit.Policy{Limit: 2, Window: time.Hour, Algorithm: alg}, ratelimit.WithPrefix(prefix))
-			require.NoError(t, err)
-			require.NoError(t, l.Reset(ctx, "user"))
-			for i := 1; i <= 3; i++ {
-				d, err := l.Allow(ctx, "user")
-				require.NoError(t, err, "prefix %q, %v", prefix, alg)
-				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
-			}
-			for _, k := range script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: "user"}, Policy: l.Policy()}) {
-				require.Equal(t, "user", script.HashTag(k), "prefix %q: the caller's key is the hash tag of %q", prefix, k)
-			}
-		}
-	}
+	storetest.PrefixesOnACluster(t, redis.New(clusterClient(t, testserver.OwnCluster(t, testserver.Redis).Addr)))
 }
 
 func newLimiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {

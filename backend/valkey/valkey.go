@@ -55,7 +55,7 @@ func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 }
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (d ratelimit.Decision, err error) {
-	defer recovered(&err)
+	defer script.Recover("ratelimit/valkey", &err)
 	reply, err := s.script.Exec(ctx, s.client, script.Keys(req), s.args.For(req, record)).AsIntSlice()
 	if err == nil {
 		d, err = script.Decision(reply, req.Policy.Limit)
@@ -69,7 +69,7 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) 
 // TakeAll implements ratelimit.MultiStore: one EVALSHA for requests on one
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
-	defer recovered(&err)
+	defer script.Recover("ratelimit/valkey", &err)
 	keys, err := script.KeysAll(reqs)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/valkey: %w", err)
@@ -87,20 +87,10 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 // Reset implements ratelimit.Store: one DEL of the key's state under every
 // algorithm.
 func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
-	defer recovered(&err)
+	defer script.Recover("ratelimit/valkey", &err)
 	err = s.client.Do(ctx, s.client.B().Del().Key(script.AllKeys(key)...).Build()).Error()
 	if err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
 	return nil
-}
-
-// recovered turns a panic of the client into an error wrapping
-// ratelimit.ErrStore: valkey-go panics, for one, on a command whose keys are
-// in different cluster slots, and that must not take its caller's process
-// down.
-func recovered(err *error) {
-	if r := recover(); r != nil {
-		*err = fmt.Errorf("ratelimit/valkey: the client panicked: %v: %w", r, ratelimit.ErrStore)
-	}
 }

@@ -39,35 +39,21 @@ func TestConformance(t *testing.T) {
 // two slots, and Allow panicked in the caller's goroutine. Prefixes are
 // escaped as keys are, and no client panic reaches a caller.
 func TestPrefixesWithBracesOnACluster(t *testing.T) {
-	srv := testserver.OwnCluster(t, testserver.Valkey)
-	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	storetest.PrefixesOnACluster(t, valkey.New(clusterClient(t, testserver.OwnCluster(t, testserver.Valkey).Addr)))
+}
+
+func clusterClient(t *testing.T, addr string) vk.Client {
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	ctx := context.Background()
-	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
-		for _, alg := range ratelimit.Algorithms() {
-			l, err := ratelimit.New(valkey.New(c), ratelimit.Policy{Limit: 2, Window: time.Hour, Algorithm: alg}, ratelimit.WithPrefix(prefix))
-			require.NoError(t, err)
-			require.NoError(t, l.Reset(ctx, "user"))
-			for i := 1; i <= 3; i++ {
-				d, err := l.Allow(ctx, "user")
-				require.NoError(t, err, "prefix %q, %v", prefix, alg)
-				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
-			}
-		}
-	}
+	return c
 }
 
 // The Valkey backend passes the suite on a real cluster too, through
 // valkey-go's cluster client.
 func TestConformanceOnACluster(t *testing.T) {
 	srv := testserver.OwnCluster(t, testserver.Valkey)
-	conformance.Run(t, func(t *testing.T) ratelimit.Store {
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return valkey.New(c)
-	})
+	conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(clusterClient(t, srv.Addr)) })
 }
 
 func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy) *ratelimit.Limiter {

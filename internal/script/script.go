@@ -145,3 +145,13 @@ func Decisions(reply []int64, reqs []ratelimit.Request) ([]ratelimit.Decision, e
 	}
 	return ds, nil
 }
+
+// Recover, deferred by a backend's method, turns a panic of the client into
+// an error wrapping ratelimit.ErrStore, prefixed with the backend's name: a
+// client's bug (valkey-go panics on a command whose keys are in two cluster
+// slots) must not take its caller's process down.
+func Recover(backend string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%s: the client panicked: %v: %w", backend, r, ratelimit.ErrStore)
+	}
+}

@@ -36,6 +36,28 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("instances with skewed clocks share one limit on the server clock", func(t *testing.T) { clockSkew(t, addr, newStore) })
 }
 
+// PrefixesOnACluster requires store, on a client of a real cluster, to keep
+// prefixes holding braces apart from the hash tag: "x{}:" once split a key's
+// server keys over two slots (go-redis: CROSSSLOT on every sliding decision;
+// valkey-go: a panic in the caller's goroutine).
+func PrefixesOnACluster(t *testing.T, store ratelimit.Store) {
+	ctx := context.Background()
+	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
+		for _, alg := range ratelimit.Algorithms() {
+			l := limiter(t, store, ratelimit.Policy{Limit: 2, Window: time.Hour, Algorithm: alg}, prefix)
+			require.NoError(t, l.Reset(ctx, "user"))
+			for i := 1; i <= 3; i++ {
+				d, err := l.Allow(ctx, "user")
+				require.NoError(t, err, "prefix %q, %v", prefix, alg)
+				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
+			}
+			for _, k := range script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: "user"}, Policy: l.Policy()}) {
+				require.Equal(t, "user", script.HashTag(k), "prefix %q: the caller's key is the hash tag of %q", prefix, k)
+			}
+		}
+	}
+}
+
 func admin(t *testing.T, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })

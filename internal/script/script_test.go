@@ -1,4 +1,4 @@
-package valkey
+package script
 
 import (
 	"errors"
@@ -10,11 +10,11 @@ import (
 )
 
 // A panic of the client comes back as an error wrapping ErrStore.
-func TestAClientPanicIsAStoreError(t *testing.T) {
+func TestRecoverTurnsAPanicIntoAStoreError(t *testing.T) {
 	err := func() (err error) {
-		defer recovered(&err)
+		defer Recover("ratelimit/test", &err)
 		panic("multi key command with different key slots are not allowed")
 	}()
 	require.True(t, errors.Is(err, ratelimit.ErrStore), "%v", err)
-	require.ErrorContains(t, err, "different key slots")
+	require.ErrorContains(t, err, "ratelimit/test: the client panicked: multi key command")
 }
