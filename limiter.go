@@ -19,8 +19,16 @@ type Limiter struct {
 	observer Observer
 	failOpen bool
 	dryRun   bool
-	plain    bool // none of observer, failOpen, dryRun: the shortest path
+	plain    bool          // none of observer, failOpen, dryRun: the shortest path
+	timeout  time.Duration // the time budget of a store call; 0 for an in-process store
 }
+
+// DefaultTimeout is the time budget of a store call unless WithTimeout says
+// otherwise: far above what a healthy Redis or Valkey needs (p99.9 of 3 to 9
+// ms, the slowest call 19 ms, at 64 goroutines on a busy 2-core machine with
+// `go run ./bench -backend all`), and short enough that a stalled server
+// does not stall the service that asks it.
+const DefaultTimeout = 100 * time.Millisecond
 
 // Option configures a Limiter.
 type Option func(*Limiter)
@@ -45,6 +53,15 @@ func WithName(name string) Option { return func(l *Limiter) { l.name = name } }
 // observer, nothing is measured.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
+// WithTimeout bounds every call to the store to d (default DefaultTimeout):
+// a call whose context has no earlier deadline gets one, so that a stalled
+// server costs each caller at most d, and the store's error (wrapping
+// context.DeadlineExceeded) goes to the failure mode. An earlier deadline of
+// the caller's is kept. A store that decides in process (an InProcessStore,
+// such as the memory store) gets no time budget: it has no I/O to wait on.
+// d must be positive.
+func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout = d } }
+
 // WithFailOpen admits requests when the store fails (server down, timeout,
 // cancelled context): the caller gets an allowed Decision with Source
 // SourceFailOpen and a nil error, and the store's error goes to the observer.
@@ -62,12 +79,18 @@ func New(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
 	}
-	l := &Limiter{store: store, prefix: DefaultPrefix}
+	l := &Limiter{store: store, prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(l)
 	}
 	if err := validatePrefix(l.prefix); err != nil {
 		return nil, err
+	}
+	if l.timeout <= 0 {
+		return nil, fmt.Errorf("%w: timeout %v is not positive", ErrInvalidArgument, l.timeout)
+	}
+	if s, ok := store.(InProcessStore); ok && s.InProcess() {
+		l.timeout = 0
 	}
 	if err := l.SetPolicy(p); err != nil {
 		return nil, err
@@ -116,7 +139,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, erro
 	if err := p.checkCost(n); err != nil {
 		return Decision{}, err
 	}
-	if l.plain { // the hot path: the request is built in the call, not copied through helpers
+	if l.plain && l.timeout == 0 { // the hot path: the request is built in the call, not copied through helpers
 		d, err := l.store.Take(ctx, Request{Key: Key{l.prefix, key}, Policy: *p, Cost: n, Clock: l.clockKind(), Now: l.now()})
 		if err != nil {
 			return Decision{}, storeError(err)
@@ -138,12 +161,14 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 
 // Reset forgets key's history under every algorithm: its full quota is
 // available at once. A store failure is returned, wrapping ErrStore,
-// whatever the failure mode.
+// whatever the failure mode; the time budget applies.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
 	}
-	if err := l.store.Reset(ctx, Key{l.prefix, key}); err != nil {
+	sctx, cancel := l.budget(ctx)
+	defer cancel()
+	if err := l.store.Reset(sctx, Key{l.prefix, key}); err != nil {
 		return storeError(err)
 	}
 	return nil
@@ -195,15 +220,30 @@ func (l *Limiter) request(key string, p Policy, n int) Request {
 // take asks the store to decide req, and settles its answer.
 func (l *Limiter) take(ctx context.Context, req Request) (Decision, error) {
 	began := time.Now()
-	d, err := l.store.Take(ctx, req)
+	sctx, cancel := l.budget(ctx)
+	d, err := l.store.Take(sctx, req)
+	cancel()
 	return l.settle(ctx, req, false, d, err, began)
 }
 
 // peek asks the store what it would decide for req, and settles its answer.
 func (l *Limiter) peek(ctx context.Context, req Request) (Decision, error) {
 	began := time.Now()
-	d, err := l.store.Peek(ctx, req)
+	sctx, cancel := l.budget(ctx)
+	d, err := l.store.Peek(sctx, req)
+	cancel()
 	return l.settle(ctx, req, true, d, err, began)
+}
+
+// budget is ctx bounded by the time budget, unless it ends sooner already.
+func (l *Limiter) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout == 0 {
+		return ctx, func() {}
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= l.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.timeout)
 }
 
 // settle turns what the store said into what the caller gets: the failure

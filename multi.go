@@ -132,7 +132,9 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 // false, with no error, when the store cannot decide them together.
 func (m *Multi) takeAll(ctx context.Context, reqs []Request, out *MultiDecision) (bool, error) {
 	began := time.Now()
-	ds, err := m.atomic.TakeAll(ctx, reqs)
+	sctx, cancel := m.limiters[0].budget(ctx)
+	ds, err := m.atomic.TakeAll(sctx, reqs)
+	cancel()
 	if errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
 	}

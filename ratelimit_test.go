@@ -77,3 +77,45 @@ func TestWindowsAreKeptToTheMicrosecond(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Second+time.Microsecond, l.Policy().Window)
 }
+
+// deadlineStore records the deadline of every call's context.
+type deadlineStore struct {
+	failingStore
+	deadlines []time.Duration // until the deadline, or -1 for none
+}
+
+func (s *deadlineStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	until := time.Duration(-1)
+	if d, ok := ctx.Deadline(); ok {
+		until = time.Until(d)
+	}
+	s.deadlines = append(s.deadlines, until)
+	return ratelimit.Decision{Allowed: true, Limit: req.Policy.Limit}, nil
+}
+
+func TestEveryStoreCallHasATimeBudget(t *testing.T) {
+	s := &deadlineStore{}
+	l, err := ratelimit.New(s, ratelimit.PerSecond(5))
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	require.Positive(t, s.deadlines[0], "a context without a deadline gets one")
+	require.LessOrEqual(t, s.deadlines[0], ratelimit.DefaultTimeout)
+
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = l.Allow(short, "k")
+	require.NoError(t, err)
+	require.LessOrEqual(t, s.deadlines[1], 10*time.Millisecond, "the caller's earlier deadline is kept")
+
+	l, err = ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Second))
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	require.Greater(t, s.deadlines[2], ratelimit.DefaultTimeout, "WithTimeout sets the budget")
+
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err = ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(d))
+		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "timeout %v", d)
+	}
+}

@@ -97,6 +97,15 @@ type MultiStore interface {
 	TakeAll(ctx context.Context, reqs []Request) ([]Decision, error)
 }
 
+// InProcessStore is an optional ability of a Store: one that decides in
+// process, never waiting on I/O (the memory store), says so, and a Limiter
+// then spares its calls the time budget (a timer per call, for nothing).
+type InProcessStore interface {
+	Store
+	// InProcess reports whether every call returns without waiting on I/O.
+	InProcess() bool
+}
+
 // ValidateKey reports, wrapping ErrInvalidKey, why key cannot be used.
 func ValidateKey(key string) error {
 	if key == "" {

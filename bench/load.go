@@ -139,7 +139,8 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 	all := admitted.all()
 	res.Allowed = int64(len(all))
 	res.OpsPerSec = float64(res.Decisions) / elapsed.Seconds()
-	res.P50us, res.P99us = hist.quantile(0.50), hist.quantile(0.99)
+	res.P50us, res.P99us, res.P999us = hist.quantile(0.50), hist.quantile(0.99), hist.quantile(0.999)
+	res.MaxUs = float64(hist.max) / float64(time.Microsecond)
 	res.AllocsPerOp = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Decisions)
 	res.OverAdmissions = overAdmissions(all, cfg.keys, cfg.limit, cfg.window.Microseconds(), alg)
 
@@ -196,7 +197,10 @@ func showProgress(w io.Writer, what string, d time.Duration, total *atomic.Int64
 
 // histogram of latencies: 32 linear sub-buckets per power of two of
 // nanoseconds (3% resolution), fixed size, no allocation.
-type histogram struct{ counts [64 * 32]uint64 }
+type histogram struct {
+	counts [64 * 32]uint64
+	max    time.Duration // the slowest, exactly
+}
 
 func bucketOf(ns uint64) int {
 	if ns < 32 {
@@ -219,12 +223,14 @@ func (h *histogram) add(d time.Duration) {
 		d = 0
 	}
 	h.counts[bucketOf(uint64(d))]++
+	h.max = max(h.max, d)
 }
 
 func (h *histogram) merge(o *histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
+	h.max = max(h.max, o.max)
 }
 
 // quantile in µs.

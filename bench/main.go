@@ -49,6 +49,8 @@ type result struct {
 	OpsPerSec             float64 `json:"ops_per_sec"`
 	P50us                 float64 `json:"p50_us"`
 	P99us                 float64 `json:"p99_us"`
+	P999us                float64 `json:"p999_us"`
+	MaxUs                 float64 `json:"max_us"`
 	AllocsPerOp           float64 `json:"allocs_per_op"`
 	RoundtripsPerDecision any     `json:"roundtrips_per_decision"` // a number, or "-" for memory
 	BytesPerKey           int64   `json:"bytes_per_key"`
@@ -168,7 +170,7 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 	for _, alg := range cfg.algorithms {
 		fmt.Fprintf(w, "\n%s window: %d per %v, %d goroutines, %d keys, %v per backend\n", alg, cfg.limit, cfg.window, cfg.concurrency, cfg.keys, cfg.duration)
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tallocs/op\troundtrips/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
+		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
 		var base float64
 		for _, r := range byAlg[alg] {
 			if r.reference {
@@ -176,7 +178,7 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 				if r.OpsPerSec > 0 {
 					ratio = fmt.Sprintf("(backend at %.0f%%)", 100*base/r.OpsPerSec)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
+				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
 				continue
 			}
 			base = r.OpsPerSec
@@ -184,8 +186,8 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 			if r.OverAdmissions > 0 || r.Errors > 0 {
 				correct = fmt.Sprintf("NO: %d over-admissions, %d errors", r.OverAdmissions, r.Errors)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t\n", r.Backend, thousands(r.OpsPerSec),
-				micros(r.P50us), micros(r.P99us), r.AllocsPerOp, r.RoundtripsPerDecision, thousands(float64(r.BytesPerKey)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t\n", r.Backend, thousands(r.OpsPerSec),
+				micros(r.P50us), micros(r.P99us), micros(r.P999us), micros(r.MaxUs), r.AllocsPerOp, r.RoundtripsPerDecision, thousands(float64(r.BytesPerKey)),
 				thousands(float64(r.Decisions)), thousands(float64(r.Allowed)), correct)
 		}
 		tw.Flush()

@@ -344,6 +344,10 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
 	return nil
 }
 
+// InProcess implements ratelimit.InProcessStore: a decision waits on nothing
+// but a shard's lock, so a Limiter sets it no time budget.
+func (s *Store) InProcess() bool { return true }
+
 // Len is the number of keys held (a key used under several prefixes or
 // algorithms counts once).
 func (s *Store) Len() int {

@@ -28,6 +28,7 @@ type NewStore func(t *testing.T, addr string) ratelimit.Store
 // which binaries can start a server of its own for the fault checks.
 func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("survives the server stopping and restarting under load", func(t *testing.T) { faults(t, kind, newStore) })
+	t.Run("the time budget holds while the server is stalled", func(t *testing.T) { stalled(t, kind, newStore) })
 	t.Run("recovers from SCRIPT FLUSH, counting each request once", func(t *testing.T) { scriptFlushed(t, addr, newStore) })
 	t.Run("SCRIPT FLUSH under load reaches no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
 	t.Run("a slow server does not hold a caller past its deadline", func(t *testing.T) { SlowServer(t, addr, newStore(t, addr)) })
@@ -160,6 +161,67 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	require.Zero(t, again.failures.Load(), "server back")
 	t.Logf("up: %d calls; down: %d calls, all failed, slowest %v; back: %d calls",
 		up.calls.Load(), down.calls.Load(), time.Duration(down.slowest.Load()), again.calls.Load())
+}
+
+// stalled stops the server with SIGSTOP for 2.5s while 64 goroutines call
+// Allow on a Limiter with the default time budget and a context that has no
+// deadline (what net/http gives a handler): once they hung for the whole
+// stall, and valkey-go's calls once stopped honouring deadlines about 1.5s
+// into one. Every call must return within the budget plus a margin, with an
+// error wrapping context.DeadlineExceeded, and the limiter must decide again
+// once the server resumes.
+func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	const budget, margin, goroutines, stall = ratelimit.DefaultTimeout, 150 * time.Millisecond, 64, 2500 * time.Millisecond
+	srv := testserver.Own(t, kind)
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix())
+	ctx := context.Background()
+	_, err := l.Allow(ctx, "warm-up") // connected, script loaded
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	var calls, late, wrong atomic.Int64
+	var slowest atomic.Int64
+	var firstWrong atomic.Value
+	stop := time.Now().Add(stall)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				began := time.Now()
+				_, err := l.Allow(ctx, fmt.Sprintf("user-%d-%d", g, i%8))
+				took := time.Since(began)
+				calls.Add(1)
+				for old := slowest.Load(); int64(took) > old && !slowest.CompareAndSwap(old, int64(took)); old = slowest.Load() {
+				}
+				if took > budget+margin {
+					late.Add(1)
+				}
+				if !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+					wrong.Add(1)
+					firstWrong.CompareAndSwap(nil, fmt.Sprint(err))
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	require.NoError(t, srv.Resume())
+	resumed = true
+	t.Logf("stalled %v: %d calls from %d goroutines, slowest %v, budget %v", stall, calls.Load(), goroutines, time.Duration(slowest.Load()), budget)
+	require.Zero(t, late.Load(), "calls that outlived the %v budget by %v (slowest %v)", budget, margin, time.Duration(slowest.Load()))
+	require.Zero(t, wrong.Load(), "calls that did not fail with ErrStore and DeadlineExceeded; the first: %v", firstWrong.Load())
+	require.Greater(t, calls.Load(), int64(goroutines*5), "each goroutine got several answers during the stall")
+	require.Eventually(t, func() bool {
+		_, err := l.Allow(ctx, "after-the-stall")
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the limiter decides again once the server resumes")
 }
 
 // failurePolicy, with the server down: a Limiter fails closed by default (the

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -216,6 +217,21 @@ func (s *Server) Kill() error {
 	}
 	s.kill()
 	return nil
+}
+
+// Pause stops a started server with SIGSTOP: it keeps its connections and
+// answers nothing until Resume, as a server stuck on a slow disk or in a
+// long command does.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("testserver: only a server started from a binary can be signalled")
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 // Restart starts a killed server again on the same port, empty.
