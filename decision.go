@@ -33,10 +33,10 @@ type Decision struct {
 	// the store's (a server's TIME), or the caller's with WithCallerClock.
 	// An admitted request is recorded at At. ResetAt is on the same clock.
 	At time.Time
-	// Source says what made the decision: the store (the zero value), or a
-	// failure mode standing in for a store that could not answer. Only a
-	// decision from the store is exact; the others carry no quota
-	// (Count, Remaining and ResetAt are zero).
+	// Source says what made the decision: the store (the zero value), or
+	// what stood in for a store that could not answer. Only a decision from
+	// the store is exact; a fallback's counts are local, and a fail-open
+	// admission carries no quota (Count, Remaining and ResetAt are zero).
 	Source Source
 }
 
@@ -50,15 +50,22 @@ const (
 	// SourceFailOpen is an admission by a Limiter built WithFailOpen, made
 	// because the store failed; nothing was recorded.
 	SourceFailOpen
+	// SourceFallback is a decision of a local store standing in for one
+	// that failed or whose circuit breaker is open (package guard), under
+	// this instance's share of the policy: approximate across instances,
+	// and recorded only locally. Limit is the share.
+	SourceFallback
 )
 
-// String returns "store" or "fail-open".
+// String returns "store", "fail-open" or "fallback".
 func (s Source) String() string {
 	switch s {
 	case SourceStore:
 		return "store"
 	case SourceFailOpen:
 		return "fail-open"
+	case SourceFallback:
+		return "fallback"
 	}
 	return fmt.Sprintf("Source(%d)", uint8(s))
 }

@@ -120,7 +120,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.onError(w, r, err)
 			return
 		}
-		if d.Source != ratelimit.SourceStore { // a failure mode's admission: no quota to tell
+		if d.Source == ratelimit.SourceFailOpen { // an admission with no quota to tell
 			next.ServeHTTP(w, r)
 			return
 		}

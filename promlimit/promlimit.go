@@ -10,6 +10,12 @@
 //	ratelimit_decisions_total{policy, result="allowed|denied|error", source="store|fail-open|...", dry_run="true|false"}
 //	ratelimit_decision_duration_seconds{policy}   (a histogram of the store's latency)
 //
+// and, from a guard.Store built WithStateObserver(obs.BreakerStateChanged),
+// labelled by the guard's name:
+//
+//	ratelimit_breaker_state{store}                  (0 closed, 1 half-open, 2 open)
+//	ratelimit_breaker_transitions_total{store, to}
+//
 // Keys are deliberately not labels (one series per user would swamp
 // Prometheus): to trace a denial to its key, log it from an Observer of your
 // own, or chain one with this one.
@@ -22,12 +28,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/guard"
 )
 
 // Observer is a ratelimit.Observer that updates the metrics.
 type Observer struct {
-	decisions *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
+	decisions   *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	state       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
 }
 
 // New registers the metrics with reg and returns their Observer. One
@@ -43,8 +52,16 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Help:    "Time the store took to decide.",
 			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, []string{"policy"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratelimit_breaker_state",
+			Help: "State of a guarded store's circuit breaker: 0 closed, 1 half-open, 2 open.",
+		}, []string{"store"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_breaker_transitions_total",
+			Help: "Changes of a guarded store's circuit breaker, by the state entered.",
+		}, []string{"store", "to"}),
 	}
-	for _, c := range []prometheus.Collector{o.decisions, o.latency} {
+	for _, c := range []prometheus.Collector{o.decisions, o.latency, o.state, o.transitions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,4 +82,11 @@ func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 	}
 	o.decisions.WithLabelValues(e.Name, result, e.Decision.Source.String(), strconv.FormatBool(e.DryRun)).Inc()
 	o.latency.WithLabelValues(e.Name).Observe(e.Latency.Seconds())
+}
+
+// BreakerStateChanged updates the breaker metrics; pass it to
+// guard.WithStateObserver.
+func (o *Observer) BreakerStateChanged(store string, _, to guard.State) {
+	o.state.WithLabelValues(store).Set(float64(to))
+	o.transitions.WithLabelValues(store, to.String()).Inc()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/promlimit"
 )
 
@@ -60,4 +61,27 @@ ratelimit_decisions_total{dry_run="false",policy="per-user",result="denied",sour
 
 	_, err = promlimit.New(reg)
 	require.Error(t, err, "registering twice is refused, not silently ignored")
+}
+
+func TestExportsTheBreakersState(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	obs, err := promlimit.New(reg)
+	require.NoError(t, err)
+	s, err := guard.New(brokenStore{}, guard.WithName("redis"), guard.WithFailures(2), guard.WithStateObserver(obs.BreakerStateChanged))
+	require.NoError(t, err)
+	l, err := ratelimit.New(s, ratelimit.PerMinute(2), ratelimit.WithName("per-user"), ratelimit.WithObserver(obs))
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		_, err := l.Allow(context.Background(), "alice")
+		require.ErrorIs(t, err, ratelimit.ErrStore)
+	}
+	want := `
+# HELP ratelimit_breaker_state State of a guarded store's circuit breaker: 0 closed, 1 half-open, 2 open.
+# TYPE ratelimit_breaker_state gauge
+ratelimit_breaker_state{store="redis"} 2
+# HELP ratelimit_breaker_transitions_total Changes of a guarded store's circuit breaker, by the state entered.
+# TYPE ratelimit_breaker_transitions_total counter
+ratelimit_breaker_transitions_total{store="redis",to="open"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_breaker_state", "ratelimit_breaker_transitions_total"))
 }

@@ -1,0 +1,337 @@
+// Package guard keeps a Limiter limiting when its store is slow or gone. It
+// is a ratelimit.Store that wraps another (the primary: Redis, Valkey, any
+// backend) with a circuit breaker and, optionally, a local fallback store.
+//
+// While the primary answers, guard passes every call through and changes
+// nothing: it passes the conformance suite like any store. When calls fail
+// (errors, or timeouts under the Limiter's time budget) Failures times in a
+// row, the breaker opens: for CoolDown, calls no longer go to the primary and
+// are answered at once. Then one call at a time is let through as a probe
+// (half-open); the first that succeeds closes the breaker, and decisions go
+// back to the primary.
+//
+// Who answers while the primary cannot:
+//
+//   - With WithFallback (the degraded local mode), an in-process store
+//     (backend/memory) decides under this instance's share of the policy:
+//     Limit/instances when the limit is shared by that many app instances,
+//     so that together they stay within about the global limit. Such a
+//     decision's Source is ratelimit.SourceFallback. Counts made locally are
+//     not merged back into the primary when it returns: for up to one window
+//     after recovery a key may get its primary's remaining quota on top of
+//     what it used locally (at most its share more), and the primary keeps
+//     whatever it held before the outage.
+//   - Without a fallback, the call fails at once with an error wrapping
+//     ErrOpen (and ratelimit.ErrStore), and the Limiter's failure mode
+//     answers: fail closed (the error) or fail open (an admission).
+//
+// A call whose caller went away (a context cancelled, or done before the
+// call) gets the context's error, and is neither a success nor a failure of
+// the primary; a context that ends during the primary's call (the Limiter's
+// time budget) is the primary's failure. Reset goes to the primary (through the breaker)
+// and always to the fallback.
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// ErrOpen is wrapped by the errors of calls that the open breaker kept from
+// the primary when there is no fallback to answer them.
+var ErrOpen = errors.New("guard: circuit breaker open")
+
+// Defaults of the breaker.
+const (
+	// DefaultFailures is how many calls must fail in a row to open the
+	// breaker.
+	DefaultFailures = 5
+	// DefaultCoolDown is how long the breaker stays open before it lets a
+	// probe through.
+	DefaultCoolDown = time.Second
+)
+
+// State is the breaker's state.
+type State uint8
+
+const (
+	// Closed: calls go to the primary.
+	Closed State = iota
+	// HalfOpen: one call at a time goes to the primary as a probe; the
+	// others are answered as when open.
+	HalfOpen
+	// Open: no call goes to the primary.
+	Open
+)
+
+// String returns "closed", "half-open" or "open".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case HalfOpen:
+		return "half-open"
+	case Open:
+		return "open"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	name          string
+	failures      int
+	coolDown      time.Duration
+	fallback      ratelimit.Store
+	instances     int
+	localPolicy   func(ratelimit.Policy) ratelimit.Policy
+	onStateChange func(name string, from, to State)
+	err           error
+}
+
+// WithName names the store in state changes (default "guard").
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithFailures sets how many calls must fail in a row to open the breaker
+// (default DefaultFailures); at least 1.
+func WithFailures(n int) Option { return func(c *config) { c.failures = n } }
+
+// WithCoolDown sets how long the breaker stays open before a probe (default
+// DefaultCoolDown); positive.
+func WithCoolDown(d time.Duration) Option { return func(c *config) { c.coolDown = d } }
+
+// WithFallback makes local (an in-process store, such as a memory.Store)
+// decide while the primary cannot, under Limit/instances of each policy (at
+// least 1), for a limit that instances app instances share. local must not
+// be nil and instances must be at least 1.
+func WithFallback(local ratelimit.Store, instances int) Option {
+	return func(c *config) {
+		switch {
+		case local == nil:
+			c.err = errors.Join(c.err, fmt.Errorf("%w: nil fallback store", ratelimit.ErrInvalidArgument))
+		case instances < 1:
+			c.err = errors.Join(c.err, fmt.Errorf("%w: %d instances share the limit, want at least 1", ratelimit.ErrInvalidArgument, instances))
+		}
+		c.fallback, c.instances = local, instances
+	}
+}
+
+// WithLocalPolicy replaces the share of WithFallback: the fallback decides
+// under local(p) for a request under p. A policy it returns that does not
+// validate makes the call fail with ratelimit.ErrInvalidPolicy.
+func WithLocalPolicy(local func(ratelimit.Policy) ratelimit.Policy) Option {
+	return func(c *config) { c.localPolicy = local }
+}
+
+// WithStateObserver calls f on every change of the breaker's state, with the
+// store's name (promlimit's Observer has such a method). It runs under the
+// breaker's lock: it must be quick and must not call the store.
+func WithStateObserver(f func(name string, from, to State)) Option {
+	return func(c *config) { c.onStateChange = f }
+}
+
+// Store is the guarded ratelimit.Store. It does not own the primary or the
+// fallback: close them when done.
+type Store struct {
+	primary  ratelimit.Store
+	fallback ratelimit.Store
+	share    func(ratelimit.Policy) ratelimit.Policy
+	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
+}
+
+// New returns primary guarded by a breaker, with the options' fallback.
+func New(primary ratelimit.Store, opts ...Option) (*Store, error) {
+	c := config{name: "guard", failures: DefaultFailures, coolDown: DefaultCoolDown}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.err != nil:
+		return nil, c.err
+	case primary == nil:
+		return nil, fmt.Errorf("%w: nil primary store", ratelimit.ErrInvalidArgument)
+	case c.failures < 1:
+		return nil, fmt.Errorf("%w: %d failures open the breaker, want at least 1", ratelimit.ErrInvalidArgument, c.failures)
+	case c.coolDown <= 0:
+		return nil, fmt.Errorf("%w: cool-down %v is not positive", ratelimit.ErrInvalidArgument, c.coolDown)
+	case c.localPolicy != nil && c.fallback == nil:
+		return nil, fmt.Errorf("%w: a local policy without a fallback store", ratelimit.ErrInvalidArgument)
+	}
+	s := &Store{primary: primary, fallback: c.fallback, share: c.localPolicy}
+	if s.share == nil {
+		instances := c.instances
+		s.share = func(p ratelimit.Policy) ratelimit.Policy {
+			p.Limit = max(1, p.Limit/instances)
+			return p
+		}
+	}
+	failures := uint32(c.failures)
+	settings := gobreaker.Settings{
+		Name:        c.name,
+		MaxRequests: 1, // one probe at a time when half-open
+		Timeout:     c.coolDown,
+		ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= failures },
+		// A caller that went away, or a TakeAll the primary cannot do, says
+		// nothing about the primary's health.
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, context.Canceled) || errors.Is(err, errors.ErrUnsupported)
+		},
+	}
+	if f := c.onStateChange; f != nil {
+		settings.OnStateChange = func(name string, from, to gobreaker.State) { f(name, state(from), state(to)) }
+	}
+	s.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](settings)
+	return s, nil
+}
+
+func state(s gobreaker.State) State {
+	switch s {
+	case gobreaker.StateHalfOpen:
+		return HalfOpen
+	case gobreaker.StateOpen:
+		return Open
+	}
+	return Closed
+}
+
+// State is the breaker's state now.
+func (s *Store) State() State { return state(s.breaker.State()) }
+
+// Take implements ratelimit.Store.
+func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, ratelimit.Store.Take)
+}
+
+// Peek implements ratelimit.Store.
+func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, ratelimit.Store.Peek)
+}
+
+type call func(ratelimit.Store, context.Context, ratelimit.Request) (ratelimit.Decision, error)
+
+func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil { // the caller's deadline, not the primary's failure
+		return ratelimit.Decision{}, err
+	}
+	done, err := s.breaker.Allow()
+	if err != nil {
+		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
+	}
+	d, err := do(s.primary, ctx, req)
+	done(err)
+	if err == nil || callerGone(ctx, err) {
+		return d, err
+	}
+	return s.local(ctx, req, do, err)
+}
+
+// local answers req from the fallback, or fails with cause.
+func (s *Store) local(ctx context.Context, req ratelimit.Request, do call, cause error) (ratelimit.Decision, error) {
+	if s.fallback == nil {
+		return ratelimit.Decision{}, cause
+	}
+	req, err := s.localRequest(req)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	// The caller's context may be spent on the primary's time budget; the
+	// fallback decides in process.
+	d, err := do(s.fallback, context.WithoutCancel(ctx), req)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
+	}
+	d.Source = ratelimit.SourceFallback
+	return d, nil
+}
+
+func (s *Store) localRequest(req ratelimit.Request) (ratelimit.Request, error) {
+	req.Policy = s.share(req.Policy)
+	if err := req.Policy.Validate(); err != nil {
+		return req, fmt.Errorf("guard: the local policy: %w", err)
+	}
+	return req, nil
+}
+
+// TakeAll implements ratelimit.MultiStore when the primary does (else it
+// returns errors.ErrUnsupported while the breaker is closed), and answers
+// from the fallback, atomically if it is a MultiStore, while the primary
+// cannot.
+func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	primary, ok := s.primary.(ratelimit.MultiStore)
+	if !ok && s.State() == Closed {
+		return nil, fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
+	}
+	done, err := s.breaker.Allow()
+	if err != nil {
+		return s.localAll(ctx, reqs, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
+	}
+	if !ok {
+		done(errors.ErrUnsupported) // not a probe after all
+		return nil, fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
+	}
+	ds, err := primary.TakeAll(ctx, reqs)
+	done(err)
+	if err == nil || callerGone(ctx, err) || errors.Is(err, errors.ErrUnsupported) {
+		return ds, err
+	}
+	return s.localAll(ctx, reqs, err)
+}
+
+func (s *Store) localAll(ctx context.Context, reqs []ratelimit.Request, cause error) ([]ratelimit.Decision, error) {
+	local, ok := s.fallback.(ratelimit.MultiStore)
+	if !ok {
+		if s.fallback == nil {
+			return nil, cause
+		}
+		return nil, fmt.Errorf("guard: the fallback cannot decide several requests together: %w", errors.ErrUnsupported)
+	}
+	shared := make([]ratelimit.Request, len(reqs))
+	for i, req := range reqs {
+		var err error
+		if shared[i], err = s.localRequest(req); err != nil {
+			return nil, err
+		}
+	}
+	ds, err := local.TakeAll(context.WithoutCancel(ctx), shared)
+	if err != nil {
+		return nil, fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
+	}
+	for i := range ds {
+		ds[i].Source = ratelimit.SourceFallback
+	}
+	return ds, nil
+}
+
+// Reset implements ratelimit.Store: the key is forgotten by the fallback,
+// and by the primary through the breaker (an open breaker is an error
+// wrapping ErrOpen).
+func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
+	var local error
+	if s.fallback != nil {
+		local = s.fallback.Reset(context.WithoutCancel(ctx), key)
+	}
+	done, err := s.breaker.Allow()
+	if err != nil {
+		return errors.Join(fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore), local)
+	}
+	err = s.primary.Reset(ctx, key)
+	done(err)
+	return errors.Join(err, local)
+}
+
+// callerGone reports an error that is the caller's doing: its context was
+// cancelled.
+func callerGone(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+}

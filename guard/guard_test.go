@@ -1,0 +1,233 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/guard"
+)
+
+func newMemory(t testing.TB) *memory.Store {
+	s := memory.New(memory.WithSweepInterval(0))
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// While the primary is healthy, the guarded store is the primary: it passes
+// the suite, with a fallback or without.
+func TestConformanceWhileThePrimaryIsHealthy(t *testing.T) {
+	t.Run("with a fallback", func(t *testing.T) {
+		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+			s, err := guard.New(newMemory(t), guard.WithFallback(newMemory(t), 2))
+			require.NoError(t, err)
+			return s
+		}))
+	})
+	t.Run("without", func(t *testing.T) {
+		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+			s, err := guard.New(newMemory(t))
+			require.NoError(t, err)
+			return s
+		}))
+	})
+}
+
+// flaky is a primary whose server can be made to go away: while down, every
+// call fails as a network store's does when its server is gone.
+type flaky struct {
+	ratelimit.MultiStore
+	down  atomic.Bool
+	calls atomic.Int64
+}
+
+var errGone = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func (f *flaky) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return ratelimit.Decision{}, errGone
+	}
+	return f.MultiStore.Take(ctx, req)
+}
+
+func (f *flaky) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return nil, errGone
+	}
+	return f.MultiStore.TakeAll(ctx, reqs)
+}
+
+// transitions records the breaker's state changes.
+type transitions struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (tr *transitions) observe(name string, from, to guard.State) {
+	tr.mu.Lock()
+	tr.got = append(tr.got, name+": "+from.String()+" -> "+to.String())
+	tr.mu.Unlock()
+}
+
+func (tr *transitions) list() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.got...)
+}
+
+func TestDegradedLocalModeAndRecovery(t *testing.T) {
+	const coolDown = 50 * time.Millisecond
+	primary := &flaky{MultiStore: newMemory(t)}
+	tr := &transitions{}
+	s, err := guard.New(primary, guard.WithName("redis"), guard.WithFailures(3), guard.WithCoolDown(coolDown),
+		guard.WithFallback(newMemory(t), 4), guard.WithStateObserver(tr.observe))
+	require.NoError(t, err)
+	l, err := ratelimit.New(s, ratelimit.PerMinute(20))
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	d, err := l.Allow(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceStore, d.Source, "a healthy primary decides")
+
+	primary.down.Store(true)
+	for i := 1; i <= 3; i++ {
+		d, err := l.Allow(ctx, "alice")
+		require.NoError(t, err, "call %d: the fallback answers a failed call", i)
+		require.Equal(t, ratelimit.SourceFallback, d.Source)
+		require.Equal(t, 5, d.Limit, "the fallback decides under this instance's share: 20 / 4")
+	}
+	require.Equal(t, guard.Open, s.State(), "3 failures in a row opened the breaker")
+	calls := primary.calls.Load()
+	admitted := 3
+	for i := 0; i < 20; i++ {
+		d, err := l.Allow(ctx, "alice")
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceFallback, d.Source)
+		if d.Allowed {
+			admitted++
+		}
+	}
+	require.Equal(t, calls, primary.calls.Load(), "the open breaker keeps calls from the primary")
+	require.Equal(t, 5, admitted, "the fallback never admits more than the share")
+
+	time.Sleep(coolDown + 20*time.Millisecond)
+	_, err = l.Allow(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, calls+1, primary.calls.Load(), "after the cool-down one probe goes to the primary")
+	require.Equal(t, guard.Open, s.State(), "the probe failed: open again")
+
+	primary.down.Store(false)
+	time.Sleep(coolDown + 20*time.Millisecond)
+	d, err = l.Allow(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceStore, d.Source, "the probe succeeded: the primary decides again")
+	require.Equal(t, 2, d.Count, "with the history it held; local counts are not merged")
+	require.Equal(t, guard.Closed, s.State())
+	require.Equal(t, []string{
+		"redis: closed -> open", "redis: open -> half-open", "redis: half-open -> open",
+		"redis: open -> half-open", "redis: half-open -> closed",
+	}, tr.list())
+}
+
+func TestWithoutAFallbackTheLimitersFailureModeAnswers(t *testing.T) {
+	primary := &flaky{MultiStore: newMemory(t)}
+	primary.down.Store(true)
+	s, err := guard.New(primary, guard.WithFailures(2))
+	require.NoError(t, err)
+	closed, err := ratelimit.New(s, ratelimit.PerMinute(5))
+	require.NoError(t, err)
+	open, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithFailOpen())
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		_, err := closed.Allow(ctx, "k")
+		require.ErrorIs(t, err, errGone, "the primary's own error while the breaker is closed")
+	}
+	calls := primary.calls.Load()
+	_, err = closed.Allow(ctx, "k")
+	require.ErrorIs(t, err, guard.ErrOpen)
+	require.ErrorIs(t, err, ratelimit.ErrStore)
+	d, err := open.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceFailOpen, d.Source)
+	require.Equal(t, calls, primary.calls.Load(), "answered without calling the primary")
+}
+
+func TestACallerThatLeftIsNotAFailure(t *testing.T) {
+	primary := &flaky{MultiStore: newMemory(t)}
+	s, err := guard.New(primary, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1))
+	require.NoError(t, err)
+	l, err := ratelimit.New(s, ratelimit.PerMinute(5))
+	require.NoError(t, err)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = l.Allow(gone, "k")
+	require.ErrorIs(t, err, context.Canceled, "the caller gets its own error, not a fallback decision")
+	require.Equal(t, guard.Closed, s.State(), "and the breaker stays closed")
+}
+
+func TestMultiThroughTheGuard(t *testing.T) {
+	primary := &flaky{MultiStore: newMemory(t)}
+	s, err := guard.New(primary, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1))
+	require.NoError(t, err)
+	perSecond, _ := ratelimit.New(s, ratelimit.PerSecond(2), ratelimit.WithPrefix("s:"))
+	perHour, _ := ratelimit.New(s, ratelimit.PerHour(3), ratelimit.WithPrefix("h:"))
+	m, err := ratelimit.NewMulti(perSecond, perHour)
+	require.NoError(t, err)
+	ctx := context.Background()
+	d, err := m.Allow(ctx, "k", "k")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceStore, d.Source)
+	require.Equal(t, int64(1), primary.calls.Load(), "one atomic call for both policies")
+
+	primary.down.Store(true)
+	for i := 0; i < 3; i++ {
+		d, err = m.Allow(ctx, "k", "k")
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceFallback, d.Source)
+		require.Equal(t, i < 2, d.Allowed, "request %d: the local per-second limit", i)
+	}
+	h, err := perHour.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceFallback, h.Source)
+	require.Equal(t, 2, h.Count, "the denial took nothing from the local per-hour count")
+}
+
+func TestBadConfigurationIsRefused(t *testing.T) {
+	m := newMemory(t)
+	for name, opts := range map[string][]guard.Option{
+		"nil fallback":           {guard.WithFallback(nil, 2)},
+		"no instances":           {guard.WithFallback(m, 0)},
+		"negative instances":     {guard.WithFallback(m, -1)},
+		"no failures":            {guard.WithFailures(0)},
+		"no cool-down":           {guard.WithCoolDown(0)},
+		"negative cool-down":     {guard.WithCoolDown(-time.Second)},
+		"local policy, no store": {guard.WithLocalPolicy(func(p ratelimit.Policy) ratelimit.Policy { return p })},
+	} {
+		_, err := guard.New(m, opts...)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, name)
+	}
+	_, err := guard.New(nil)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil primary")
+
+	// A local policy that does not validate fails the call, and changes nothing.
+	primary := &flaky{MultiStore: m}
+	primary.down.Store(true)
+	s, err := guard.New(primary, guard.WithFallback(newMemory(t), 1),
+		guard.WithLocalPolicy(func(p ratelimit.Policy) ratelimit.Policy { p.Limit = 0; return p }))
+	require.NoError(t, err)
+	l, _ := ratelimit.New(s, ratelimit.PerMinute(5))
+	_, err = l.Allow(context.Background(), "k")
+	require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy)
+}
