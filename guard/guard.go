@@ -202,6 +202,18 @@ func state(s gobreaker.State) State {
 	return Closed
 }
 
+// InProcess implements ratelimit.InProcessStore: a guard is in process when
+// its primary and its fallback are (a Limiter then sets it no time budget,
+// which an in-process primary could only fail for want of CPU).
+func (s *Store) InProcess() bool {
+	return inProcess(s.primary) && (s.fallback == nil || inProcess(s.fallback))
+}
+
+func inProcess(s ratelimit.Store) bool {
+	ip, ok := s.(ratelimit.InProcessStore)
+	return ok && ip.InProcess()
+}
+
 // State is the breaker's state now.
 func (s *Store) State() State { return state(s.breaker.State()) }
 

@@ -209,3 +209,7 @@ func TestReliability(t *testing.T) {
 		return redis.New(newClient(t, addr))
 	})
 }
+
+func TestDegradedLocalMode(t *testing.T) {
+	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) ratelimit.Store { return redis.New(newClient(t, addr)) })
+}

@@ -98,3 +98,7 @@ func TestReliability(t *testing.T) {
 		return valkey.New(newClient(t, addr))
 	})
 }
+
+func TestDegradedLocalMode(t *testing.T) {
+	storetest.Guarded(t, testserver.Valkey, func(t *testing.T, addr string) ratelimit.Store { return valkey.New(newClient(t, addr)) })
+}
