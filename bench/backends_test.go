@@ -10,6 +10,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -36,4 +37,23 @@ func BenchmarkValkey(b *testing.B) {
 	}
 	defer c.Close()
 	conformance.Benchmark(b, valkey.New(c))
+}
+
+// BenchmarkValkeyGuarded is BenchmarkValkey through a guard.Store (a circuit
+// breaker, and a memory fallback that a healthy server never uses): what the
+// breaker costs in front of a network store.
+func BenchmarkValkeyGuarded(b *testing.B) {
+	srv := testserver.Get(b, testserver.Valkey)
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	local := memory.New()
+	defer local.Close()
+	g, err := guard.New(valkey.New(c), guard.WithFallback(local, 1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	conformance.Benchmark(b, g)
 }

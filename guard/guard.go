@@ -38,8 +38,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -144,7 +142,7 @@ type Store struct {
 	primary  ratelimit.Store
 	fallback ratelimit.Store
 	share    func(ratelimit.Policy) ratelimit.Policy
-	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
+	breaker  *breaker
 }
 
 // New returns primary guarded by a breaker, with the options' fallback.
@@ -173,33 +171,19 @@ func New(primary ratelimit.Store, opts ...Option) (*Store, error) {
 			return p
 		}
 	}
-	failures := uint32(c.failures)
-	settings := gobreaker.Settings{
-		Name:        c.name,
-		MaxRequests: 1, // one probe at a time when half-open
-		Timeout:     c.coolDown,
-		ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= failures },
-		// A caller that went away, or a TakeAll the primary cannot do, says
-		// nothing about the primary's health.
-		IsExcluded: func(err error) bool {
-			return errors.Is(err, context.Canceled) || errors.Is(err, errors.ErrUnsupported)
-		},
-	}
-	if f := c.onStateChange; f != nil {
-		settings.OnStateChange = func(name string, from, to gobreaker.State) { f(name, state(from), state(to)) }
-	}
-	s.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](settings)
+	s.breaker = &breaker{threshold: int64(c.failures), coolDown: c.coolDown, name: c.name, onChange: c.onStateChange}
 	return s, nil
 }
 
-func state(s gobreaker.State) State {
-	switch s {
-	case gobreaker.StateHalfOpen:
-		return HalfOpen
-	case gobreaker.StateOpen:
-		return Open
+// judge says what err tells of the primary's health.
+func judge(ctx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return success
+	case callerGone(ctx, err), errors.Is(err, errors.ErrUnsupported):
+		return excluded
 	}
-	return Closed
+	return failure
 }
 
 // InProcess implements ratelimit.InProcessStore: a guard is in process when
@@ -214,8 +198,9 @@ func inProcess(s ratelimit.Store) bool {
 	return ok && ip.InProcess()
 }
 
-// State is the breaker's state now.
-func (s *Store) State() State { return state(s.breaker.State()) }
+// State is the breaker's state now. An open breaker whose cool-down has
+// passed turns half-open on the next call.
+func (s *Store) State() State { return State(s.breaker.state.Load()) }
 
 // Take implements ratelimit.Store.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
@@ -233,12 +218,12 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (rat
 	if err := ctx.Err(); err != nil { // the caller's deadline, not the primary's failure
 		return ratelimit.Decision{}, err
 	}
-	done, err := s.breaker.Allow()
-	if err != nil {
+	ok, probe := s.breaker.allow()
+	if !ok {
 		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
 	}
 	d, err := do(s.primary, ctx, req)
-	done(err)
+	s.breaker.done(probe, judge(ctx, err))
 	if err == nil || callerGone(ctx, err) {
 		return d, err
 	}
@@ -284,16 +269,16 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	if !ok && s.State() == Closed {
 		return nil, fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
-	done, err := s.breaker.Allow()
-	if err != nil {
+	allowed, probe := s.breaker.allow()
+	if !allowed {
 		return s.localAll(ctx, reqs, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
 	}
 	if !ok {
-		done(errors.ErrUnsupported) // not a probe after all
+		s.breaker.done(probe, excluded) // not a probe after all
 		return nil, fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	ds, err := primary.TakeAll(ctx, reqs)
-	done(err)
+	s.breaker.done(probe, judge(ctx, err))
 	if err == nil || callerGone(ctx, err) || errors.Is(err, errors.ErrUnsupported) {
 		return ds, err
 	}
@@ -333,12 +318,12 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
 	if s.fallback != nil {
 		local = s.fallback.Reset(context.WithoutCancel(ctx), key)
 	}
-	done, err := s.breaker.Allow()
-	if err != nil {
+	ok, probe := s.breaker.allow()
+	if !ok {
 		return errors.Join(fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore), local)
 	}
-	err = s.primary.Reset(ctx, key)
-	done(err)
+	err := s.primary.Reset(ctx, key)
+	s.breaker.done(probe, judge(ctx, err))
 	return errors.Join(err, local)
 }
 
