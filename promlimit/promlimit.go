@@ -16,6 +16,12 @@
 //	ratelimit_breaker_state{store}                  (0 closed, 1 half-open, 2 open)
 //	ratelimit_breaker_transitions_total{store, to}
 //
+// and, for a memory store registered with RegisterMemoryStore:
+//
+//	ratelimit_memory_keys{store}
+//	ratelimit_memory_active_evictions_total{store}  (keys evicted inside their window)
+//	ratelimit_memory_refused_keys_total{store}      (new keys refused by a full store)
+//
 // Keys are deliberately not labels (one series per user would swamp
 // Prometheus): to trace a denial to its key, log it from an Observer of your
 // own, or chain one with this one.
@@ -28,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/guard"
 )
 
@@ -89,4 +96,25 @@ func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 func (o *Observer) BreakerStateChanged(store string, _, to guard.State) {
 	o.state.WithLabelValues(store).Set(float64(to))
 	o.transitions.WithLabelValues(store, to.String()).Inc()
+}
+
+// RegisterMemoryStore registers the key bound's metrics of s with reg,
+// labelled store=name. They are read from s when scraped.
+func RegisterMemoryStore(reg prometheus.Registerer, name string, s *memory.Store) error {
+	labels := prometheus.Labels{"store": name}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ratelimit_memory_keys", ConstLabels: labels,
+			Help: "Keys held by a memory store."}, func() float64 { return float64(s.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_memory_active_evictions_total", ConstLabels: labels,
+			Help: "Keys a full memory store evicted while still inside their window (their history forgotten)."},
+			func() float64 { return float64(s.ActiveEvictions()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ratelimit_memory_refused_keys_total", ConstLabels: labels,
+			Help: "New keys a full memory store refused (WithWhenFull(RefuseNewKeys))."},
+			func() float64 { return float64(s.Refused()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

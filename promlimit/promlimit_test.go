@@ -85,3 +85,25 @@ ratelimit_breaker_transitions_total{store="redis",to="open"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_breaker_state", "ratelimit_breaker_transitions_total"))
 }
+
+func TestExportsTheMemoryStoresKeyBound(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := memory.New(memory.WithMaxKeys(1), memory.WithSweepInterval(0))
+	defer s.Close()
+	require.NoError(t, promlimit.RegisterMemoryStore(reg, "local", s))
+	l, err := ratelimit.New(s, ratelimit.PerMinute(5))
+	require.NoError(t, err)
+	for _, k := range []string{"a", "b", "c"} {
+		_, err := l.Allow(context.Background(), k)
+		require.NoError(t, err)
+	}
+	want := `
+# HELP ratelimit_memory_active_evictions_total Keys a full memory store evicted while still inside their window (their history forgotten).
+# TYPE ratelimit_memory_active_evictions_total counter
+ratelimit_memory_active_evictions_total{store="local"} 2
+# HELP ratelimit_memory_keys Keys held by a memory store.
+# TYPE ratelimit_memory_keys gauge
+ratelimit_memory_keys{store="local"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_memory_keys", "ratelimit_memory_active_evictions_total"))
+}

@@ -11,10 +11,12 @@
 // locks of their shards.
 //
 // The number of keys is bounded (WithMaxKeys). A background sweeper drops
-// keys whose windows have all passed, which loses nothing; when the bound is reached
-// while every key is still active, the least recently used key is evicted and
-// its history forgotten, so size the bound above the number of keys active
-// within one window.
+// keys whose windows have all passed, which loses nothing. When the bound is
+// reached while the least recently used keys are still inside their windows,
+// the store evicts one (forgetting its history: ActiveEvictions counts them)
+// or, WithWhenFull(RefuseNewKeys), refuses the new key with ErrFull so that
+// the Limiter's failure mode decides. Size the bound above the number of keys
+// active within one window.
 package memory
 
 import (
@@ -25,6 +27,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -48,6 +51,7 @@ type Store struct {
 	seed   maphash.Seed
 	micros func() int64 // the store's clock, µs since the Unix epoch
 
+	stats      stats
 	sweepEvery time.Duration
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -58,7 +62,15 @@ type shard struct {
 	mu       sync.Mutex
 	keys     *simplelru.LRU[string, *entry]
 	capacity int
-	_        [64 - 24]byte // one shard per cache line: no false sharing of locks
+	refuse   bool          // WhenFull is RefuseNewKeys
+	stats    *stats        // the store's
+	_        [64 - 40]byte // one shard per cache line: no false sharing of locks
+}
+
+// stats counts what the key bound did.
+type stats struct {
+	activeEvictions atomic.Uint64
+	refused         atomic.Uint64
 }
 
 // entry is what a shard holds for one key: a state per prefix and algorithm
@@ -120,6 +132,7 @@ func (e *entry) idle(now int64) bool {
 type Option func(*config)
 
 type config struct {
+	whenFull   WhenFull
 	maxKeys    int
 	shards     int
 	clock      func() time.Time
@@ -130,6 +143,31 @@ type config struct {
 // bound is split over the shards, so a shard may evict while others have
 // room; the store never holds more than n keys.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+
+// WhenFull says what a full store does with a new key.
+type WhenFull uint8
+
+const (
+	// EvictLeastRecent (the default) makes room for the new key: a key
+	// whose windows have all passed if the least recently used ones include
+	// one, else the least recently used key, whose history is then forgotten
+	// (it gets its full quota again: ActiveEvictions counts these).
+	EvictLeastRecent WhenFull = iota
+	// RefuseNewKeys evicts only keys whose windows have all passed (which
+	// loses nothing) and otherwise refuses the new key: Take returns an
+	// error wrapping ErrFull, and the Limiter's failure mode decides (fail
+	// closed: the error; fail open: an admission). A flood of new keys then
+	// cannot reset the quota of a key in the middle of its window.
+	RefuseNewKeys
+)
+
+// ErrFull is wrapped by the error of a Take refused for a new key by a full
+// store built WithWhenFull(RefuseNewKeys).
+var ErrFull = errors.New("ratelimit/memory: full: every key is inside its window")
+
+// WithWhenFull says what a full store does with a new key (default
+// EvictLeastRecent).
+func WithWhenFull(w WhenFull) Option { return func(c *config) { c.whenFull = w } }
 
 // WithStoreClock sets the store's own clock, which decides the requests on
 // ratelimit.StoreClock and the sweeper's idea of now (default: the wall clock
@@ -172,6 +210,7 @@ func New(opts ...Option) *Store {
 			panic(err) // only for a non-positive size, excluded above
 		}
 		s.shards[i].keys, s.shards[i].capacity = lru, capacity
+		s.shards[i].refuse, s.shards[i].stats = c.whenFull == RefuseNewKeys, &s.stats
 	}
 	if s.sweepEvery > 0 {
 		s.swept.Add(1)
@@ -196,8 +235,11 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	}
 	sh := s.shard(req.Key.ID)
 	sh.mu.Lock()
-	out := sh.decide(&req, s.now(&req), true)
+	out, err := sh.decide(&req, s.now(&req), true)
 	sh.mu.Unlock()
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
 	return out.Decision(req.Policy.Limit), nil
 }
 
@@ -214,8 +256,11 @@ func (s *Store) decide(ctx context.Context, req *ratelimit.Request, record bool)
 	sh.mu.Lock()
 	// The store's clock is read under the lock, so that the decisions on a
 	// key are made in the order of their times, as on a server.
-	out := sh.decide(req, s.now(req), record)
+	out, err := sh.decide(req, s.now(req), record)
 	sh.mu.Unlock()
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
 	return out.Decision(req.Policy.Limit), nil
 }
 
@@ -249,17 +294,22 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	outs := make([]algorithm.Outcome, len(reqs))
 	all := true
+	var err error
 	for i, req := range reqs {
-		outs[i] = s.shard(req.Key.ID).decide(&reqs[i], at(req), false)
+		outs[i], _ = s.shard(req.Key.ID).decide(&reqs[i], at(req), false) // a peek stores nothing: never refused
 		all = all && outs[i].Allowed
 	}
-	if all {
-		for i, req := range reqs {
-			outs[i] = s.shard(req.Key.ID).decide(&reqs[i], at(req), true)
-		}
+	for i := 0; all && i < len(reqs) && err == nil; i++ {
+		// A full store refusing a new key (RefuseNewKeys) may do so after
+		// an earlier request of the batch was recorded: the error is
+		// returned all the same.
+		outs[i], err = s.shard(reqs[i].Key.ID).decide(&reqs[i], at(reqs[i]), true)
 	}
 	for _, i := range shards {
 		s.shards[i].mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
 	for i, out := range outs {
@@ -277,7 +327,7 @@ func (s *Store) now(req *ratelimit.Request) int64 {
 }
 
 // decide decides req at now on the shard, whose lock is held.
-func (sh *shard) decide(req *ratelimit.Request, now int64, record bool) algorithm.Outcome {
+func (sh *shard) decide(req *ratelimit.Request, now int64, record bool) (algorithm.Outcome, error) {
 	window, limit, alg := algorithm.WindowMicros(req.Policy), req.Policy.Limit, req.Policy.Algorithm
 	e, ok := sh.keys.Peek(req.Key.ID)
 	var sl *slot
@@ -287,17 +337,19 @@ func (sh *shard) decide(req *ratelimit.Request, now int64, record bool) algorith
 	if sl == nil {
 		if !record { // a peek at an unknown state: nothing to store
 			var empty state
-			return empty.decide(alg, now, window, limit, req.Cost, false)
+			return empty.decide(alg, now, window, limit, req.Cost, false), nil
 		}
 		if !ok {
 			e = newEntry()
-			sh.add(req.Key.ID, e)
+			if !sh.add(req.Key.ID, e, now) {
+				return algorithm.Outcome{}, fmt.Errorf("%w (%d keys in this shard)", ErrFull, sh.capacity)
+			}
 		}
 		e.slots = append(e.slots, slot{prefix: req.Key.Prefix, alg: alg})
 		sl = &e.slots[len(e.slots)-1]
 	}
 	e.used = true
-	return sl.decide(alg, now, window, limit, req.Cost, record)
+	return sl.decide(alg, now, window, limit, req.Cost, record), nil
 }
 
 func (st *state) decide(alg ratelimit.Algorithm, now, window int64, limit, cost int, record bool) algorithm.Outcome {
@@ -369,20 +421,40 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// add inserts a new key, evicting when the shard is full: keys used since
-// they last reached the back of the list get a second chance at the front;
-// the first one that was not used goes.
-func (sh *shard) add(key string, e *entry) {
+// add inserts a new key, making room when the shard is full: keys used since
+// they last reached the back of the list get a second chance at the front,
+// unless idle; the first one that was not used (or is idle) goes, unless it
+// is still inside its window and the store refuses new keys (false).
+func (sh *shard) add(key string, e *entry, now int64) bool {
 	for i := sh.keys.Len(); i > 0 && sh.keys.Len() >= sh.capacity; i-- {
 		oldest, v, _ := sh.keys.GetOldest()
-		if !v.used {
+		if !v.used || v.idle(now) {
 			break
 		}
 		v.used = false
 		sh.keys.Get(oldest) // moves it to the front
 	}
+	if sh.keys.Len() >= sh.capacity {
+		if _, v, ok := sh.keys.GetOldest(); ok && !v.idle(now) {
+			if sh.refuse {
+				sh.stats.refused.Add(1)
+				return false
+			}
+			sh.stats.activeEvictions.Add(1)
+		}
+		sh.keys.RemoveOldest()
+	}
 	sh.keys.Add(key, e)
+	return true
 }
+
+// ActiveEvictions is how many keys were evicted while still inside their
+// window (losing their history) since the store was made.
+func (s *Store) ActiveEvictions() uint64 { return s.stats.activeEvictions.Load() }
+
+// Refused is how many new keys a full store built WithWhenFull(RefuseNewKeys)
+// refused since it was made.
+func (s *Store) Refused() uint64 { return s.stats.refused.Load() }
 
 func (s *Store) shard(key string) *shard { return &s.shards[s.shardIndex(key)] }
 

@@ -171,3 +171,50 @@ func TestAMillionKeysStayWithinTheCap(t *testing.T) {
 	require.Less(t, grown, 4*maxKeys*perKey, "heap growth bounded by the cap")
 	runtime.KeepAlive(s)
 }
+
+// A flood of new keys through a full store: by default it evicts the least
+// recently used key even in the middle of its window (which then gets its
+// full quota again), and counts it; WithWhenFull(RefuseNewKeys) refuses the
+// new keys instead, so that the Limiter's failure mode decides, and the key
+// keeps its history. Idle keys make room either way.
+func TestAFloodOfNewKeys(t *testing.T) {
+	for _, whenFull := range []WhenFull{EvictLeastRecent, RefuseNewKeys} {
+		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+		s := New(WithMaxKeys(1), WithSweepInterval(0), WithStoreClock(clock.Now), WithWhenFull(whenFull))
+		defer s.Close()
+		ctx := context.Background()
+		l := newLimiter(t, s, ratelimit.PerMinute(3), clock.Now)
+		open, err := ratelimit.New(s, ratelimit.PerMinute(3), ratelimit.WithCallerClock(clock.Now), ratelimit.WithFailOpen())
+		require.NoError(t, err)
+		for i := 0; i < 3; i++ {
+			_, err := l.Allow(ctx, "victim")
+			require.NoError(t, err)
+		}
+		for i := 0; i < 100; i++ {
+			_, err := l.Allow(ctx, fmt.Sprint("flood-", i))
+			if whenFull == EvictLeastRecent {
+				require.NoError(t, err)
+				continue
+			}
+			require.ErrorIs(t, err, ErrFull, "a new key is refused")
+			require.ErrorIs(t, err, ratelimit.ErrStore, "as a store failure")
+			d, err := open.Allow(ctx, fmt.Sprint("flood-", i))
+			require.NoError(t, err)
+			require.Equal(t, ratelimit.SourceFailOpen, d.Source, "the failure mode decides")
+		}
+		d, err := l.Allow(ctx, "victim")
+		require.NoError(t, err)
+		if whenFull == EvictLeastRecent {
+			require.True(t, d.Allowed, "evicted in the middle of its window: a fresh quota")
+			require.Equal(t, uint64(101), s.ActiveEvictions(), "the victim, 99 flood keys evicted by the next, and the last by the victim's return")
+		} else {
+			require.False(t, d.Allowed, "the victim kept its history")
+			require.Equal(t, uint64(200), s.Refused(), "every flood key, once per Limiter")
+			require.Zero(t, s.ActiveEvictions())
+		}
+
+		clock.now = clock.now.Add(2 * time.Minute) // every window has passed
+		_, err = l.Allow(ctx, "newcomer")
+		require.NoError(t, err, "%v: an idle key makes room", whenFull)
+	}
+}
