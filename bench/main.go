@@ -8,6 +8,7 @@
 //	go run ./bench -backend all         # memory, redis and valkey (starts a throwaway server)
 //	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
 //	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
+//	go run ./bench -backend redis -fault stall   # a server stalled mid-run, with and without guard
 //
 // When redis-benchmark is on PATH, the network backends are followed by a
 // reference row: redis-benchmark running the same script by EVALSHA on the
@@ -39,6 +40,7 @@ type config struct {
 	window      time.Duration
 	json        bool
 	plot        string
+	fault       string
 }
 
 // result is one line of the report; its JSON form is the -json output.
@@ -86,6 +88,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.limit, "limit", 100, "the policy's limit")
 	fs.DurationVar(&cfg.window, "window", time.Second, "the policy's window")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per result instead of tables")
+	fs.StringVar(&cfg.fault, "fault", "", "stall or kill: run the load on a throwaway server stalled (SIGSTOP) or killed in the middle and brought back, plainly and through a guard with a local fallback")
 	fs.StringVar(&cfg.plot, "plot", "", "draw admitted requests per tenth of a window, fixed vs sliding, for a client bursting at a boundary, into this SVG file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -111,6 +114,14 @@ func parseFlags(args []string) (config, error) {
 	if err := (ratelimit.Policy{Limit: cfg.limit, Window: cfg.window}).Validate(); err != nil {
 		return cfg, err
 	}
+	switch {
+	case cfg.fault != "" && cfg.fault != "stall" && cfg.fault != "kill":
+		return cfg, fmt.Errorf("-fault %q: want stall or kill", cfg.fault)
+	case cfg.fault != "" && cfg.addr != "":
+		return cfg, errors.New("-fault needs a throwaway server of its own: drop -addr")
+	case cfg.fault != "" && *backend == "memory":
+		return cfg, errors.New("-fault needs a server: -backend redis, valkey or all")
+	}
 	if cfg.concurrency < 1 || cfg.keys < 1 || cfg.duration <= 0 {
 		return cfg, errors.New("-concurrency, -keys and -duration must be positive")
 	}
@@ -118,6 +129,9 @@ func parseFlags(args []string) (config, error) {
 }
 
 func run(cfg config, stdout, progress io.Writer) error {
+	if cfg.fault != "" {
+		return runFaults(cfg, stdout, progress)
+	}
 	if cfg.plot != "" {
 		if err := writePlot(cfg.plot, cfg.limit, cfg.window); err != nil {
 			return err

@@ -131,3 +131,40 @@ func TestShortRunOnAServer(t *testing.T) {
 		})
 	}
 }
+
+// A short fault run: the three phases, plain and guarded, with the time
+// budget on every row; the guarded outage is answered by the fallback, the
+// plain one fails; decisions come back to the server after it returns.
+func TestShortFaultRun(t *testing.T) {
+	testserver.Get(t, testserver.Redis) // a server binary is on PATH, or the test skips (fails under CI)
+	cfg, err := parseFlags([]string{"-backend", "redis", "-fault", "stall", "-duration", "1s", "-concurrency", "8", "-json"})
+	require.NoError(t, err)
+	var out, progress bytes.Buffer
+	require.NoError(t, run(cfg, &out, &progress), progress.String())
+	var rows []phaseResult
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r phaseResult
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		rows = append(rows, r)
+	}
+	require.Len(t, rows, 6, "before, outage, after; plain and guard")
+	for i, r := range rows {
+		require.Equal(t, []string{"plain", "guard"}[i/3], r.Mode)
+		require.Equal(t, []string{"before", "outage", "after"}[i%3], r.Phase)
+		require.Equal(t, ratelimit.DefaultTimeout.Microseconds(), r.TimeoutUs)
+		require.Positive(t, r.OpsPerSec, "%s %s", r.Mode, r.Phase)
+		require.Equal(t, r.Phase == "after", r.RecoveryMs != nil, "%s %s: recovery_ms only after", r.Mode, r.Phase)
+	}
+	require.Positive(t, rows[1].Errors, "plain, outage: failing closed")
+	require.Zero(t, rows[1].Store+rows[1].Fallback)
+	require.Positive(t, rows[4].Fallback, "guard, outage: the fallback answers")
+	require.Zero(t, rows[4].Store+rows[4].Errors)
+	require.Positive(t, rows[5].Store, "guard, after: the server decides again")
+
+	_, err = parseFlags([]string{"-backend", "memory", "-fault", "stall"})
+	require.Error(t, err, "-fault needs a server")
+	_, err = parseFlags([]string{"-backend", "redis", "-fault", "stall", "-addr", "127.0.0.1:6379"})
+	require.Error(t, err, "-fault needs a throwaway server")
+	_, err = parseFlags([]string{"-backend", "redis", "-fault", "flood"})
+	require.Error(t, err)
+}
