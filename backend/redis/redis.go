@@ -24,6 +24,13 @@
 // finishes in the background, at the cost of a goroutine per call). Either way
 // a call that timed out may still have been decided on the server.
 //
+// A decision is never retried after a timeout: go-redis retries a command
+// whose reply timed out, which would count a request twice, but not once the
+// caller's context is done, and the store ends every call's context by the
+// client's read timeout. (A connection that breaks after the server ran the
+// script and before its reply, in a crash or a failover, is still retried by
+// go-redis: that instant is the one case where a request can count twice.)
+//
 // # Clock
 //
 // By default the script reads the server's clock (TIME), so app instances
@@ -35,6 +42,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -58,6 +66,8 @@ type Store struct {
 	// honoursContext: the client stops waiting for the server when the
 	// context is done (ContextTimeoutEnabled).
 	honoursContext bool
+	// readTimeout is the client's: a call must end by then (see capped).
+	readTimeout time.Duration
 	// args formats the scripts' arguments as go-redis takes them: numbers
 	// boxed once per policy (go-redis formats them), a cost up to 255 boxed
 	// without allocating.
@@ -72,21 +82,56 @@ func New(client Client) *Store {
 		args:   script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
 
 		honoursContext: contextTimeoutEnabled(client),
+		readTimeout:    readTimeout(client),
 	}
 }
 
 func contextTimeoutEnabled(client Client) bool {
+	enabled, _ := options(client)
+	return enabled
+}
+
+// readTimeout is how long the client waits for a reply (go-redis: 3s unless
+// set; 0 for none or unknown).
+func readTimeout(client Client) time.Duration {
+	_, d := options(client)
+	switch {
+	case d == 0:
+		return 3 * time.Second // go-redis's default
+	case d < 0:
+		return 0 // no read timeout: go-redis cannot retry on one
+	}
+	return d
+}
+
+func options(client Client) (contextTimeout bool, readTimeout time.Duration) {
 	switch c := client.(type) {
 	case interface{ Options() *goredis.Options }: // Client, failover client
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
 	case interface {
 		Options() *goredis.ClusterOptions
 	}:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
 	case interface{ Options() *goredis.RingOptions }:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
 	}
-	return false
+	return false, 0
+}
+
+// capped ends ctx no later than the client's read timeout. go-redis retries
+// a command whose reply timed out, but first waits on the caller's context:
+// a context that is done by then stops the retry. A decision is not
+// idempotent (the server may have recorded the first attempt), so it must
+// never be retried; the Limiter's time budget (100ms by default) is already
+// shorter than go-redis's read timeout, and this covers a longer one.
+func (s *Store) capped(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.readTimeout <= 0 {
+		return ctx, func() {}
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < s.readTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.readTimeout)
 }
 
 // Take implements ratelimit.Store: one EVALSHA.
@@ -134,6 +179,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
 	defer script.Recover("ratelimit/redis", &err)
 	keys := script.AllKeys(key)
+	ctx, cancel := s.capped(ctx)
+	defer cancel()
 	_, err = bounded(ctx, s.honoursContext, func(ctx context.Context) (int64, error) {
 		return s.client.Del(ctx, keys...).Result()
 	})
@@ -144,7 +191,9 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
 }
 
 func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
-	if s.honoursContext || ctx.Done() == nil { // the hot path: no closure
+	ctx, cancel := s.capped(ctx)
+	defer cancel()
+	if s.honoursContext { // the hot path: no closure
 		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
 	}
 	return bounded(ctx, false, func(ctx context.Context) ([]int64, error) {

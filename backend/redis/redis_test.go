@@ -203,6 +203,25 @@ func TestHonoursTheDeadlineWithoutContextTimeoutEnabled(t *testing.T) {
 	storetest.SlowServer(t, srv.Addr, redis.New(c))
 }
 
+// A time budget longer than go-redis's read timeout (3s): the store ends the
+// call at the read timeout, before go-redis would retry the script.
+// Without ContextTimeoutEnabled, go-redis goes on in the background after
+// the store has returned, and must not retry there either.
+func TestALongBudgetIsNotRetriedEither(t *testing.T) {
+	t.Run("ContextTimeoutEnabled", func(t *testing.T) {
+		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) ratelimit.Store {
+			return redis.New(newClient(t, addr))
+		}, 10*time.Second)
+	})
+	t.Run("without", func(t *testing.T) {
+		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) ratelimit.Store {
+			c := goredis.NewClient(&goredis.Options{Addr: addr})
+			t.Cleanup(func() { _ = c.Close() })
+			return redis.New(c)
+		}, 10*time.Second)
+	})
+}
+
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
 	storetest.Run(t, testserver.Redis, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {

@@ -29,6 +29,9 @@ type NewStore func(t *testing.T, addr string) ratelimit.Store
 func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("survives the server stopping and restarting under load", func(t *testing.T) { faults(t, kind, newStore) })
 	t.Run("the time budget holds while the server is stalled", func(t *testing.T) { stalled(t, kind, newStore) })
+	t.Run("a decision that timed out is not retried, so it counts at most once", func(t *testing.T) {
+		NotRetried(t, kind, newStore, ratelimit.DefaultTimeout)
+	})
 	t.Run("recovers from SCRIPT FLUSH, counting each request once", func(t *testing.T) { scriptFlushed(t, addr, newStore) })
 	t.Run("SCRIPT FLUSH under load reaches no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
 	t.Run("a slow server does not hold a caller past its deadline", func(t *testing.T) { SlowServer(t, addr, newStore(t, addr)) })
@@ -222,6 +225,42 @@ func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
 		_, err := l.Allow(ctx, "after-the-stall")
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond, "the limiter decides again once the server resumes")
+}
+
+// NotRetried: with a key at count 1, the server stopped past the client's
+// read timeout (go-redis: 3s) and Allow called with a context that has no
+// deadline, go-redis once retried the script after its read timeout: the
+// call returned allowed with count 3 and the server held 3 entries. Now the
+// call fails (at the Limiter's time budget, or at the client's read timeout
+// if the budget is longer), and once the server resumes it holds at most 2:
+// the first request and the stalled one (executed late, as a call that timed
+// out may be), never a retry.
+func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget time.Duration) {
+	srv := testserver.Own(t, kind)
+	ctx := context.Background()
+	p := ratelimit.Policy{Limit: 10, Window: time.Hour}
+	pre := prefix()
+	l := limiter(t, newStore(t, srv.Addr), p, pre, ratelimit.WithTimeout(budget))
+	_, err := l.Allow(ctx, "user")
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Pause())
+	paused := time.Now()
+	_, err = l.Allow(ctx, "user")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the call fails, at its time budget or the client's read timeout")
+	time.Sleep(3500*time.Millisecond - time.Since(paused)) // past go-redis's read timeout, when it would retry
+	require.NoError(t, srv.Resume())
+
+	fresh := limiter(t, newStore(t, srv.Addr), p, pre) // a client of its own
+	var d ratelimit.Decision
+	require.Eventually(t, func() bool {
+		d, err = fresh.Peek(ctx, "user")
+		return err == nil
+	}, 5*time.Second, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // anything still queued on the server has run
+	d, err = fresh.Peek(ctx, "user")
+	require.NoError(t, err)
+	require.LessOrEqual(t, d.Count, 2, "one request before the stall, one during it: a retry would make 3")
 }
 
 // failurePolicy, with the server down: a Limiter fails closed by default (the
