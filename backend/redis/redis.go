@@ -181,7 +181,7 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
 	keys := script.AllKeys(key)
 	ctx, cancel := s.capped(ctx)
 	defer cancel()
-	_, err = bounded(ctx, s.honoursContext, func(ctx context.Context) (int64, error) {
+	_, err = script.Bounded(ctx, "ratelimit/redis", s.honoursContext, func(ctx context.Context) (int64, error) {
 		return s.client.Del(ctx, keys...).Result()
 	})
 	if err != nil {
@@ -196,34 +196,7 @@ func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, er
 	if s.honoursContext { // the hot path: no closure
 		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
 	}
-	return bounded(ctx, false, func(ctx context.Context) ([]int64, error) {
+	return script.Bounded(ctx, "ratelimit/redis", false, func(ctx context.Context) ([]int64, error) {
 		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
 	})
-}
-
-// bounded runs call, returning no later than when ctx is done, unless the
-// client already does (honoured).
-func bounded[T any](ctx context.Context, honoured bool, call func(context.Context) (T, error)) (T, error) {
-	if honoured || ctx.Done() == nil {
-		return call(ctx)
-	}
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := call(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
 }

@@ -4,6 +4,7 @@
 package script
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -153,5 +154,38 @@ func Decisions(reply []int64, reqs []ratelimit.Request) ([]ratelimit.Decision, e
 func Recover(backend string, err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("%s: the client panicked: %v: %w", backend, r, ratelimit.ErrStore)
+	}
+}
+
+// Bounded runs call, returning no later than when ctx is done even if the
+// client does not (call then finishes in the background, at the cost of a
+// goroutine per call); honoured says the client returns by itself. A panic of
+// call comes back as Recover's error.
+func Bounded[T any](ctx context.Context, backend string, honoured bool, call func(context.Context) (T, error)) (T, error) {
+	if honoured || ctx.Done() == nil {
+		return call(ctx)
+	}
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		func() {
+			defer Recover(backend, &r.err)
+			r.v, r.err = call(ctx)
+		}()
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
 }
