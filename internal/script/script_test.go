@@ -1,8 +1,10 @@
 package script
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,4 +19,25 @@ func TestRecoverTurnsAPanicIntoAStoreError(t *testing.T) {
 	}()
 	require.True(t, errors.Is(err, ratelimit.ErrStore), "%v", err)
 	require.ErrorContains(t, err, "ratelimit/test: the client panicked: multi key command")
+}
+
+// Bounded returns at the context's deadline while the call blocks (as
+// valkey-go's does on a full ring), and a panic on its goroutine comes back
+// as an error.
+func TestBoundedReturnsAtTheDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := Bounded(ctx, "ratelimit/test", false, func(context.Context) (int, error) {
+		<-release // ignores its context
+		return 1, nil
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	_, err = Bounded(long, "ratelimit/test", false, func(context.Context) (int, error) { panic("boom") })
+	require.ErrorIs(t, err, ratelimit.ErrStore, "a panic on the call's goroutine")
+	require.ErrorContains(t, err, "boom")
 }
