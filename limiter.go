@@ -21,6 +21,7 @@ type Limiter struct {
 	dryRun   bool
 	plain    bool          // none of observer, failOpen, dryRun: the shortest path
 	timeout  time.Duration // the time budget of a store call; 0 for an in-process store
+	deadlines
 }
 
 // DefaultTimeout is the time budget of a store call unless WithTimeout says
@@ -57,7 +58,8 @@ func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o 
 // a call whose context has no earlier deadline gets one, so that a stalled
 // server costs each caller at most d, and the store's error (wrapping
 // context.DeadlineExceeded) goes to the failure mode. An earlier deadline of
-// the caller's is kept. A store that decides in process (an InProcessStore,
+// the caller's is kept, and its values; a cancellation of the caller's that
+// comes while the store call is in flight is seen at the budget's end. A store that decides in process (an InProcessStore,
 // such as the memory store) gets no time budget: it has no I/O to wait on.
 // d must be positive.
 func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout = d } }
@@ -235,16 +237,20 @@ func (l *Limiter) peek(ctx context.Context, req Request) (Decision, error) {
 	return l.settle(ctx, req, true, d, err, began)
 }
 
-// budget is ctx bounded by the time budget, unless it ends sooner already.
+// budget is ctx bounded by the time budget (see budgetCtx), unless it ends
+// sooner already or is done.
 func (l *Limiter) budget(ctx context.Context) (context.Context, context.CancelFunc) {
-	if l.timeout == 0 {
-		return ctx, func() {}
+	if l.timeout == 0 || ctx.Err() != nil {
+		return ctx, noCancel
 	}
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= l.timeout {
-		return ctx, func() {}
+	deadline := time.Now().Add(l.timeout)
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return ctx, noCancel
 	}
-	return context.WithTimeout(ctx, l.timeout)
+	return &budgetCtx{Context: ctx, deadline: deadline, done: l.deadlines.done(deadline)}, noCancel
 }
+
+func noCancel() {}
 
 // settle turns what the store said into what the caller gets: the failure
 // mode answers for a failed store, dry-run admits, and the observer sees it

@@ -29,29 +29,27 @@ func BenchmarkRedis(b *testing.B) {
 	conformance.Benchmark(b, redis.New(c))
 }
 
-func BenchmarkValkey(b *testing.B) {
+func BenchmarkValkey(b *testing.B) { conformance.Benchmark(b, valkey.New(valkeyClient(b))) }
+
+// valkeyClient is a client of the package's Valkey test server, as the
+// bench builds it, closed after b.
+func valkeyClient(b *testing.B) vk.Client {
 	srv := testserver.Get(b, testserver.Valkey)
 	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
-	conformance.Benchmark(b, valkey.New(c))
+	b.Cleanup(c.Close)
+	return c
 }
 
 // BenchmarkValkeyGuarded is BenchmarkValkey through a guard.Store (a circuit
 // breaker, and a memory fallback that a healthy server never uses): what the
 // breaker costs in front of a network store.
 func BenchmarkValkeyGuarded(b *testing.B) {
-	srv := testserver.Get(b, testserver.Valkey)
-	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	local := memory.New()
 	defer local.Close()
-	g, err := guard.New(valkey.New(c), guard.WithFallback(local, 1))
+	g, err := guard.New(valkey.New(valkeyClient(b)), guard.WithFallback(local, 1))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -314,6 +314,9 @@ func (s *Store) localAll(ctx context.Context, reqs []ratelimit.Request, cause er
 // and by the primary through the breaker (an open breaker is an error
 // wrapping ErrOpen).
 func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var local error
 	if s.fallback != nil {
 		local = s.fallback.Reset(context.WithoutCancel(ctx), key)

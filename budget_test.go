@@ -1,0 +1,49 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type ctxKey struct{}
+
+func TestTheBudgetContext(t *testing.T) {
+	l := &Limiter{timeout: 30 * time.Millisecond}
+	parent := context.WithValue(context.Background(), ctxKey{}, "trace-42")
+	began := time.Now()
+	ctx, cancel := l.budget(parent)
+	defer cancel()
+
+	deadline, ok := ctx.Deadline()
+	require.True(t, ok)
+	require.WithinDuration(t, began.Add(30*time.Millisecond), deadline, 5*time.Millisecond)
+	require.Equal(t, "trace-42", ctx.Value(ctxKey{}), "the caller's values are kept")
+	require.NoError(t, ctx.Err())
+	<-ctx.Done()
+	require.False(t, time.Now().Before(deadline), "Done never closes before the deadline")
+	require.Less(t, time.Since(deadline), 20*time.Millisecond, "and closes soon after it (a millisecond, plus scheduling)")
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+
+	// Calls whose deadlines fall in one millisecond share one channel.
+	a, _ := l.budget(context.Background())
+	b, _ := l.budget(context.Background())
+	da, _ := a.Deadline()
+	db, _ := b.Deadline()
+	if db.Sub(da) < bucketSpan/2 {
+		require.Equal(t, a.Done(), b.Done())
+	}
+
+	// The caller's earlier deadline, or a context already done, is used as is.
+	early, cancelEarly := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancelEarly()
+	got, _ := l.budget(early)
+	require.Equal(t, early, got)
+	gone, cancelGone := context.WithCancel(context.Background())
+	cancelGone()
+	got, _ = l.budget(gone)
+	require.Equal(t, gone, got)
+	require.ErrorIs(t, got.Err(), context.Canceled)
+}
