@@ -14,7 +14,7 @@ func TestTheBudgetContext(t *testing.T) {
 	l := &Limiter{timeout: 30 * time.Millisecond}
 	parent := context.WithValue(context.Background(), ctxKey{}, "trace-42")
 	began := time.Now()
-	ctx, cancel := l.budget(parent)
+	ctx, cancel := l.budget(parent, began)
 	defer cancel()
 
 	deadline, ok := ctx.Deadline()
@@ -28,8 +28,8 @@ func TestTheBudgetContext(t *testing.T) {
 	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 
 	// Calls whose deadlines fall in one millisecond share one channel.
-	a, _ := l.budget(context.Background())
-	b, _ := l.budget(context.Background())
+	a, _ := l.budget(context.Background(), time.Now())
+	b, _ := l.budget(context.Background(), time.Now())
 	da, _ := a.Deadline()
 	db, _ := b.Deadline()
 	if db.Sub(da) < bucketSpan/2 {
@@ -39,11 +39,11 @@ func TestTheBudgetContext(t *testing.T) {
 	// The caller's earlier deadline, or a context already done, is used as is.
 	early, cancelEarly := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancelEarly()
-	got, _ := l.budget(early)
+	got, _ := l.budget(early, time.Now())
 	require.Equal(t, early, got)
 	gone, cancelGone := context.WithCancel(context.Background())
 	cancelGone()
-	got, _ = l.budget(gone)
+	got, _ = l.budget(gone, time.Now())
 	require.Equal(t, gone, got)
 	require.ErrorIs(t, got.Err(), context.Canceled)
 }

@@ -168,7 +168,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
 	}
-	sctx, cancel := l.budget(ctx)
+	sctx, cancel := l.budget(ctx, time.Now())
 	defer cancel()
 	if err := l.store.Reset(sctx, Key{l.prefix, key}); err != nil {
 		return storeError(err)
@@ -222,7 +222,7 @@ func (l *Limiter) request(key string, p Policy, n int) Request {
 // take asks the store to decide req, and settles its answer.
 func (l *Limiter) take(ctx context.Context, req Request) (Decision, error) {
 	began := time.Now()
-	sctx, cancel := l.budget(ctx)
+	sctx, cancel := l.budget(ctx, began)
 	d, err := l.store.Take(sctx, req)
 	cancel()
 	return l.settle(ctx, req, false, d, err, began)
@@ -231,19 +231,19 @@ func (l *Limiter) take(ctx context.Context, req Request) (Decision, error) {
 // peek asks the store what it would decide for req, and settles its answer.
 func (l *Limiter) peek(ctx context.Context, req Request) (Decision, error) {
 	began := time.Now()
-	sctx, cancel := l.budget(ctx)
+	sctx, cancel := l.budget(ctx, began)
 	d, err := l.store.Peek(sctx, req)
 	cancel()
 	return l.settle(ctx, req, true, d, err, began)
 }
 
-// budget is ctx bounded by the time budget (see budgetCtx), unless it ends
-// sooner already or is done.
-func (l *Limiter) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+// budget is ctx bounded by the time budget from now (see budgetCtx), unless
+// it ends sooner already or is done.
+func (l *Limiter) budget(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
 	if l.timeout == 0 || ctx.Err() != nil {
 		return ctx, noCancel
 	}
-	deadline := time.Now().Add(l.timeout)
+	deadline := now.Add(l.timeout)
 	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
 		return ctx, noCancel
 	}

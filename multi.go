@@ -132,7 +132,7 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 // false, with no error, when the store cannot decide them together.
 func (m *Multi) takeAll(ctx context.Context, reqs []Request, out *MultiDecision) (bool, error) {
 	began := time.Now()
-	sctx, cancel := m.limiters[0].budget(ctx)
+	sctx, cancel := m.limiters[0].budget(ctx, began)
 	ds, err := m.atomic.TakeAll(sctx, reqs)
 	cancel()
 	if errors.Is(err, errors.ErrUnsupported) {
