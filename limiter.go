@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -19,10 +20,20 @@ type Limiter struct {
 	observer Observer
 	failOpen bool
 	dryRun   bool
-	plain    bool          // none of observer, failOpen, dryRun: the shortest path
+	plain    bool          // none of observer, failOpen, dryRun, policyFunc: the shortest path
 	timeout  time.Duration // the time budget of a store call; 0 for an in-process store
+	// retention is how long a key's state is kept after a write: the
+	// longest window any of the Limiter's policies may have.
+	retention  time.Duration
+	policyFunc PolicyFunc
 	deadlines
 }
+
+// PolicyFunc picks the policy of a key (its customer's tier, say), for a
+// Limiter built WithPolicyFunc. Returning the zero Policy applies the
+// Limiter's own (New, SetPolicy). An error, or an invalid policy, fails the
+// call with an error wrapping ErrInvalidPolicy, recording nothing.
+type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 
 // DefaultTimeout is the time budget of a store call unless WithTimeout says
 // otherwise: far above what a healthy Redis or Valkey needs (p99.9 of 3 to 9
@@ -76,6 +87,22 @@ func WithFailOpen() Option { return func(l *Limiter) { l.failOpen = true } }
 // the caller an allowed one. For rolling out a new limit.
 func WithDryRun() Option { return func(l *Limiter) { l.dryRun = true } }
 
+// WithRetention keeps every key's state for at least d after its last write
+// (default: the window of the policy New is given), so that a later policy
+// with a window up to d (SetPolicy, or a key's policy from WithPolicyFunc)
+// still finds the whole history: a server's TTLs and the memory store's
+// sweeper go by it. A policy with a longer window than the retention is
+// refused with ErrInvalidPolicy, since history it should count may already
+// be gone. Keeping state longer costs memory for keys that went idle.
+func WithRetention(d time.Duration) Option { return func(l *Limiter) { l.retention = d } }
+
+// WithPolicyFunc makes the Limiter pick each key's policy with f, on every
+// call: higher limits for paying customers, a tier that changes at run time,
+// without a Limiter per tier. A key's new policy applies at once with its
+// history, as SetPolicy does; policies of different algorithms keep their
+// state apart. Set WithRetention to the longest window f may return.
+func WithPolicyFunc(f PolicyFunc) Option { return func(l *Limiter) { l.policyFunc = f } }
+
 // New returns a Limiter applying p on store.
 func New(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
@@ -94,30 +121,70 @@ func New(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if s, ok := store.(InProcessStore); ok && s.InProcess() {
 		l.timeout = 0
 	}
+	if l.retention == 0 {
+		l.retention = p.Window.Truncate(time.Microsecond)
+	}
+	if l.retention < 0 || l.retention > MaxWindow {
+		return nil, fmt.Errorf("%w: retention %v is not in (0, MaxWindow]", ErrInvalidArgument, l.retention)
+	}
 	if err := l.SetPolicy(p); err != nil {
 		return nil, err
 	}
-	l.plain = l.observer == nil && !l.failOpen && !l.dryRun
+	l.plain = l.observer == nil && !l.failOpen && !l.dryRun && l.policyFunc == nil
 	return l, nil
 }
 
 // SetPolicy replaces the policy. It applies to every key on its next call,
 // with the history recorded so far: lowering a limit denies a key already
 // over the new limit at once; nothing is reset. A new window length
-// re-reads a sliding log under the new length; a fixed window whose aligned
-// start changes starts a fresh count. Changing the algorithm switches to
-// state kept apart (the old state expires by itself). An invalid p changes
-// nothing.
+// re-reads a sliding log under the new length (it holds what the last
+// window kept); a fixed window whose aligned start changes starts a fresh
+// count; a GCRA bucket keeps the requests' worth it holds (at most a burst).
+// A window longer than the retention (WithRetention) is refused, as history
+// it should count may be gone. Changing the algorithm switches to state kept
+// apart (the old state expires by itself). An invalid p changes nothing.
 func (l *Limiter) SetPolicy(p Policy) error {
-	if err := p.Validate(); err != nil {
+	p, err := l.check(p)
+	if err != nil {
 		return err
 	}
-	p.Window = p.Window.Truncate(time.Microsecond)
 	l.policy.Store(&p)
 	return nil
 }
 
-// Policy returns the policy in force.
+// check validates p for this Limiter and returns it with its window to the
+// microsecond.
+func (l *Limiter) check(p Policy) (Policy, error) {
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	p.Window = p.Window.Truncate(time.Microsecond)
+	if p.Window > l.retention {
+		return Policy{}, fmt.Errorf("%w: window %v is longer than the Limiter's retention %v, so history it should count may be gone: build the Limiter WithRetention", ErrInvalidPolicy, p.Window, l.retention)
+	}
+	return p, nil
+}
+
+// policyOf is the policy of key: the PolicyFunc's, or the Limiter's.
+func (l *Limiter) policyOf(ctx context.Context, key string) (Policy, error) {
+	if l.policyFunc == nil {
+		return *l.policy.Load(), nil
+	}
+	p, err := l.policyFunc(ctx, key)
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: the policy of %q: %w", ErrInvalidPolicy, key, err)
+	}
+	if p == (Policy{}) {
+		return *l.policy.Load(), nil
+	}
+	if p, err = l.check(p); err != nil {
+		return Policy{}, fmt.Errorf("the policy of %q: %w", key, err)
+	}
+	return p, nil
+}
+
+// Policy returns the Limiter's policy: the one in force for every key, or,
+// WithPolicyFunc, for the keys it leaves to the Limiter.
 func (l *Limiter) Policy() Policy { return *l.policy.Load() }
 
 // Name is the name given with WithName.
@@ -129,26 +196,33 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 }
 
 // AllowN decides whether key may make n requests now, and records them if
-// so. n must be in [1, Limit] (a larger n could never be admitted): anything
-// else is ErrInvalidCost with nothing recorded. A denial records nothing.
-// When the store fails, the failure mode answers (WithFailOpen), or the
-// error is returned, wrapping ErrStore.
+// so. n must be in [1, Policy.MaxCost()] (a larger n could never be
+// admitted): anything else is ErrInvalidCost with nothing recorded. A denial
+// records nothing. When the store fails, the failure mode answers
+// (WithFailOpen), or the error is returned, wrapping ErrStore.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	p := l.policy.Load()
 	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	if err := p.checkCost(n); err != nil {
-		return Decision{}, err
-	}
 	if l.plain && l.timeout == 0 { // the hot path: the request is built in the call, not copied through helpers
-		d, err := l.store.Take(ctx, Request{Key: Key{l.prefix, key}, Policy: *p, Cost: n, Clock: l.clockKind(), Now: l.now()})
+		p := l.policy.Load()
+		if err := p.checkCost(n); err != nil {
+			return Decision{}, err
+		}
+		d, err := l.store.Take(ctx, Request{Key: Key{l.prefix, key}, Policy: *p, Cost: n, Clock: l.clockKind(), Now: l.now(), Retain: l.retention})
 		if err != nil {
 			return Decision{}, storeError(err)
 		}
 		return d, nil
 	}
-	return l.take(ctx, l.request(key, *p, n))
+	p, err := l.policyOf(ctx, key)
+	if err != nil {
+		return Decision{}, err
+	}
+	if err := p.checkCost(n); err != nil {
+		return Decision{}, err
+	}
+	return l.take(ctx, l.request(key, p, n))
 }
 
 // Peek reports key's quota without consuming any: Allowed tells whether a
@@ -158,7 +232,55 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	return l.peek(ctx, l.request(key, l.Policy(), 1))
+	p, err := l.policyOf(ctx, key)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.peek(ctx, l.request(key, p, 1))
+}
+
+// Refund gives back n of the quota key has in use, for a request that was
+// admitted and then not served (the upstream failed, a cache answered), and
+// returns what Peek would say afterwards. Under each algorithm it undoes
+// what the admission did, as far as time has not already:
+//   - SlidingWindow: the n newest units of the log are dropped;
+//   - FixedWindow: the current window's count goes down by n;
+//   - SlidingWindowCounter: the current window's count, then the previous
+//     window's (where a request weighs less), go down by n in all;
+//   - GCRA: the bucket's level goes down by n requests' worth (to empty at
+//     most).
+//
+// n must be in [1, MaxCost()] and at most what the key has in use (for
+// GCRA, what has not drained yet): otherwise nothing changes and the error
+// wraps ErrInvalidCost. Refunds are not observed, and a store failure is
+// returned, wrapping ErrStore, whatever the failure mode. The store must be
+// a RefundStore (every store in this module is); otherwise the error wraps
+// errors.ErrUnsupported.
+func (l *Limiter) Refund(ctx context.Context, key string, n int) (Decision, error) {
+	if err := checkArgs(ctx, key); err != nil {
+		return Decision{}, err
+	}
+	p, err := l.policyOf(ctx, key)
+	if err != nil {
+		return Decision{}, err
+	}
+	if err := p.checkCost(n); err != nil {
+		return Decision{}, err
+	}
+	rs, ok := l.store.(RefundStore)
+	if !ok {
+		return Decision{}, fmt.Errorf("ratelimit: the store %T cannot refund: %w", l.store, errors.ErrUnsupported)
+	}
+	sctx, cancel := l.budget(ctx, time.Now())
+	defer cancel()
+	d, err := rs.Refund(sctx, l.request(key, p, n))
+	switch {
+	case errors.Is(err, ErrInvalidCost):
+		return Decision{}, err
+	case err != nil:
+		return Decision{}, storeError(err)
+	}
+	return d, nil
 }
 
 // Reset forgets key's history under every algorithm: its full quota is
@@ -216,7 +338,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) (Decision, error
 
 // request is a request of cost n for key under p.
 func (l *Limiter) request(key string, p Policy, n int) Request {
-	return Request{Key: Key{l.prefix, key}, Policy: p, Cost: n, Clock: l.clockKind(), Now: l.now()}
+	return Request{Key: Key{l.prefix, key}, Policy: p, Cost: n, Clock: l.clockKind(), Now: l.now(), Retain: l.retention}
 }
 
 // take asks the store to decide req, and settles its answer.
@@ -260,7 +382,7 @@ func (l *Limiter) settle(ctx context.Context, req Request, peek bool, d Decision
 		err = storeError(err)
 		d = Decision{}
 		if l.failOpen {
-			d = Decision{Allowed: true, Limit: req.Policy.Limit, At: began, Source: SourceFailOpen}
+			d = Decision{Allowed: true, Limit: req.Policy.MaxCost(), At: began, Source: SourceFailOpen}
 		}
 	}
 	if l.observer != nil {

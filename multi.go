@@ -89,7 +89,10 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 		if err := checkArgs(ctx, keys[i]); err != nil {
 			return MultiDecision{}, err
 		}
-		p := l.Policy()
+		p, err := l.policyOf(ctx, keys[i])
+		if err != nil {
+			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
+		}
 		if err := p.checkCost(n); err != nil {
 			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
 		}
@@ -126,6 +129,23 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 		}
 	}
 	return m.takeRest(ctx, reqs, out, -1)
+}
+
+// RefundN gives back n to every Limiter, for a request that AllowN admitted
+// with keys and that was not served: each policy took n, and each gets n
+// back (see Limiter.Refund). Refund nothing after a denial, which took
+// nothing. It refunds every policy it can and returns their errors joined.
+func (m *Multi) RefundN(ctx context.Context, keys []string, n int) error {
+	if len(keys) != len(m.limiters) {
+		return fmt.Errorf("%w: %d keys for %d limiters", ErrInvalidArgument, len(keys), len(m.limiters))
+	}
+	var errs []error
+	for i, l := range m.limiters {
+		if _, err := l.Refund(ctx, keys[i], n); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // takeAll decides reqs in one atomic step of the shared store. It reports

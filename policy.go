@@ -6,45 +6,102 @@ import (
 )
 
 // Algorithm selects how a Policy counts requests (see the package
-// documentation for the model). The zero value is SlidingWindow.
+// documentation for the model, and the README for a table to choose by).
+// The zero value is SlidingWindow.
 type Algorithm uint8
 
 const (
-	// SlidingWindow keeps every admitted request in a log scored by time
+	// SlidingWindow keeps a log of the admitted requests, scored by time,
 	// and counts those in the last Window: exact, with no boundary burst.
-	// It stores up to Limit entries per key.
+	// A request of cost n is one entry, so a key holds at most Limit
+	// entries; Limit is therefore bounded by MaxLogLimit.
 	SlidingWindow Algorithm = iota
 	// FixedWindow counts requests in windows aligned to multiples of
 	// Window (since the Unix epoch); the count restarts at each boundary.
 	// One counter per key, but a client can get 2*Limit requests through
 	// in a short time around a boundary.
 	FixedWindow
+	// SlidingWindowCounter keeps two fixed-window counts per key, the
+	// current and the previous window's, and weighs the previous one by
+	// how much of it the sliding window still covers, in thousandths,
+	// rounded down. O(1) memory. It assumes the previous window's requests
+	// were evenly spread: in any interval of one Window it admits at most
+	// Limit + p - floor(p*k/1000), where p is the previous window's count
+	// and k the thousandths of it still covered (about Limit + p*e/Window
+	// when e of the current window has passed); never more than Limit in
+	// one aligned window, and under 2*Limit in any interval, reached only
+	// when a whole window's quota came at the very end of the previous one.
+	SlidingWindowCounter
+	// GCRA is the generic cell rate algorithm, a token bucket without a
+	// refill loop: requests are spaced evenly at Limit per Window (one every
+	// Window/Limit), and up to Burst may come at once. O(1) memory: one
+	// value per key. In any interval of length t it admits at most Burst +
+	// t*Limit/Window requests; RetryAfter is exact.
+	GCRA
 )
 
 // Algorithms returns every algorithm a Policy may name, in the order of
 // their values (a new slice each time).
-func Algorithms() []Algorithm { return []Algorithm{SlidingWindow, FixedWindow} }
+func Algorithms() []Algorithm {
+	return []Algorithm{SlidingWindow, FixedWindow, SlidingWindowCounter, GCRA}
+}
 
-// String returns "sliding" or "fixed".
+// String returns "sliding", "fixed", "counter" or "gcra".
 func (a Algorithm) String() string {
 	switch a {
 	case SlidingWindow:
 		return "sliding"
 	case FixedWindow:
 		return "fixed"
+	case SlidingWindowCounter:
+		return "counter"
+	case GCRA:
+		return "gcra"
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
-// Policy is a limit of Limit requests per Window, counted by Algorithm.
+// Bounds of a Policy: every backend decides within them exactly (Lua
+// numbers are doubles, exact up to 2^53) and in bounded time and memory.
+const (
+	// MaxLimit bounds Limit and Burst for every algorithm: about 1.1e12.
+	MaxLimit = 1 << 40
+	// MaxLogLimit bounds Limit for SlidingWindow, whose memory and worst
+	// decision grow with it (at most one entry per admitted request). For
+	// larger limits use SlidingWindowCounter or GCRA, whose state is O(1).
+	MaxLogLimit = 10_000
+	// MaxWindow bounds Window: 100 days.
+	MaxWindow = 100 * 24 * time.Hour
+	// maxGCRAUnits bounds Burst times the emission interval, in the exact
+	// units the algorithm computes in (see algorithm.RateOf).
+	maxGCRAUnits = 1 << 52
+)
+
+// Policy is a limit of Limit requests per Window, counted by Algorithm; for
+// GCRA, a rate of Limit per Window with bursts of up to Burst.
+//
+// The window algorithms (SlidingWindow, FixedWindow, SlidingWindowCounter)
+// admit at most Limit per window and have no Burst (it must be 0). GCRA
+// spaces requests at Limit per Window and lets a key that has been idle
+// make Burst at once: TokenBucket(10, time.Second, 20) is 10 per second
+// sustained, 20 at once. Under GCRA a Decision's Limit is Burst, and its
+// Count the requests' worth of quota in use.
 type Policy struct {
-	// Limit is the number of requests admitted per window; at least 1.
+	// Limit is the number of requests admitted per window (for GCRA: the
+	// rate, per window); 1 to MaxLimit, and to MaxLogLimit for
+	// SlidingWindow.
 	Limit int
-	// Window is the length of the window; at least a millisecond. It is
-	// kept to microsecond precision (the finer part is dropped).
+	// Window is the length of the window (for GCRA: the period of the
+	// rate); 1ms to MaxWindow. It is kept to microsecond precision (the
+	// finer part is dropped).
 	Window time.Duration
-	// Algorithm is SlidingWindow (the zero value) or FixedWindow.
+	// Algorithm is SlidingWindow (the zero value), FixedWindow,
+	// SlidingWindowCounter or GCRA.
 	Algorithm Algorithm
+	// Burst is, for GCRA only, how many requests a key may make at once:
+	// 1 to MaxLimit, and the largest cost a request may have. It must be 0
+	// for the other algorithms.
+	Burst int
 }
 
 // PerSecond is a sliding-window policy of n requests per second.
@@ -56,29 +113,98 @@ func PerMinute(n int) Policy { return Policy{Limit: n, Window: time.Minute} }
 // PerHour is a sliding-window policy of n requests per hour.
 func PerHour(n int) Policy { return Policy{Limit: n, Window: time.Hour} }
 
+// NewPolicy is n requests per window under alg; under GCRA a rate of n per
+// window with a burst of n, so that a key that has been idle may make n
+// requests at once, as under the window algorithms. For choosing the
+// algorithm by configuration.
+func NewPolicy(alg Algorithm, n int, window time.Duration) Policy {
+	p := Policy{Limit: n, Window: window, Algorithm: alg}
+	if alg == GCRA {
+		p.Burst = n
+	}
+	return p
+}
+
+// TokenBucket is a GCRA policy: rate requests per period, evenly spaced,
+// and up to burst at once.
+func TokenBucket(rate int, period time.Duration, burst int) Policy {
+	return Policy{Limit: rate, Window: period, Algorithm: GCRA, Burst: burst}
+}
+
 // Validate reports why p cannot be used, wrapping ErrInvalidPolicy, or nil.
 func (p Policy) Validate() error {
 	switch {
 	case p.Limit <= 0:
 		return fmt.Errorf("%w: limit %d is not positive", ErrInvalidPolicy, p.Limit)
+	case p.Limit > MaxLimit:
+		return fmt.Errorf("%w: limit %d is over MaxLimit (%d)", ErrInvalidPolicy, p.Limit, MaxLimit)
 	case p.Window < time.Millisecond:
 		return fmt.Errorf("%w: window %v is shorter than 1ms", ErrInvalidPolicy, p.Window)
-	case p.Algorithm != SlidingWindow && p.Algorithm != FixedWindow:
+	case p.Window > MaxWindow:
+		return fmt.Errorf("%w: window %v is longer than MaxWindow (%v)", ErrInvalidPolicy, p.Window, MaxWindow)
+	}
+	switch p.Algorithm {
+	case SlidingWindow:
+		if p.Limit > MaxLogLimit {
+			return fmt.Errorf("%w: limit %d is over MaxLogLimit (%d) for the sliding log, which keeps an entry per request: use SlidingWindowCounter or GCRA", ErrInvalidPolicy, p.Limit, MaxLogLimit)
+		}
+	case FixedWindow, SlidingWindowCounter:
+	case GCRA:
+		switch {
+		case p.Burst <= 0:
+			return fmt.Errorf("%w: GCRA needs a burst of at least 1, got %d", ErrInvalidPolicy, p.Burst)
+		case p.Burst > MaxLimit:
+			return fmt.Errorf("%w: burst %d is over MaxLimit (%d)", ErrInvalidPolicy, p.Burst, MaxLimit)
+		case int64(p.Burst) > maxGCRAUnits/gcraUnit(p):
+			return fmt.Errorf("%w: a burst of %d at %d per %v is too long a queue to compute exactly: lower the burst, or make the window a multiple of the limit in microseconds", ErrInvalidPolicy, p.Burst, p.Limit, p.Window)
+		}
+		return nil
+	default:
 		return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidPolicy, p.Algorithm)
 	}
+	if p.Burst != 0 {
+		return fmt.Errorf("%w: burst %d: only GCRA has a burst", ErrInvalidPolicy, p.Burst)
+	}
 	return nil
+}
+
+// gcraUnit is what one request weighs in GCRA's exact units: the window in
+// µs over its greatest common divisor with the limit.
+func gcraUnit(p Policy) int64 {
+	w := p.Window.Microseconds()
+	return w / gcd(w, int64(p.Limit))
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// MaxCost is the largest cost a request may have under p: Limit, or Burst
+// for GCRA.
+func (p Policy) MaxCost() int {
+	if p.Algorithm == GCRA {
+		return p.Burst
+	}
+	return p.Limit
 }
 
 // checkCost reports, wrapping ErrInvalidCost, a cost n the policy can never
 // admit.
 func (p Policy) checkCost(n int) error {
-	if n < 1 || n > p.Limit {
-		return fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, p.Limit)
+	if n < 1 || n > p.MaxCost() {
+		return fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, p.MaxCost())
 	}
 	return nil
 }
 
-// String formats p as "100 per 1m0s (sliding)".
+// String formats p as "100 per 1m0s (sliding)", or "10 per 1s, burst 20
+// (gcra)".
 func (p Policy) String() string {
+	if p.Algorithm == GCRA {
+		return fmt.Sprintf("%d per %v, burst %d (%v)", p.Limit, p.Window, p.Burst, p.Algorithm)
+	}
 	return fmt.Sprintf("%d per %v (%v)", p.Limit, p.Window, p.Algorithm)
 }

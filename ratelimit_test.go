@@ -26,7 +26,19 @@ func TestPolicyValidation(t *testing.T) {
 		{ratelimit.Policy{Limit: 1, Window: 0}, false},
 		{ratelimit.Policy{Limit: 1, Window: -time.Second}, false},
 		{ratelimit.Policy{Limit: 1, Window: 999 * time.Microsecond}, false},
-		{ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: 2}, false},
+		{ratelimit.Policy{Limit: 1, Window: time.Second, Algorithm: 4}, false},
+		{ratelimit.Policy{Limit: ratelimit.MaxLimit, Window: ratelimit.MaxWindow, Algorithm: ratelimit.SlidingWindowCounter}, true},
+		{ratelimit.Policy{Limit: ratelimit.MaxLimit + 1, Window: time.Second, Algorithm: ratelimit.FixedWindow}, false},
+		{ratelimit.Policy{Limit: 10, Window: ratelimit.MaxWindow + time.Microsecond, Algorithm: ratelimit.FixedWindow}, false},
+		{ratelimit.Policy{Limit: ratelimit.MaxLogLimit, Window: time.Hour}, true},
+		{ratelimit.Policy{Limit: ratelimit.MaxLogLimit + 1, Window: time.Hour}, false},
+		{ratelimit.Policy{Limit: 10, Window: time.Second, Burst: 5}, false},
+		{ratelimit.TokenBucket(10, time.Second, 20), true},
+		{ratelimit.TokenBucket(10, time.Second, 0), false},
+		{ratelimit.TokenBucket(10, time.Second, -1), false},
+		{ratelimit.TokenBucket(0, time.Second, 1), false},
+		{ratelimit.TokenBucket(3, time.Second, ratelimit.MaxLimit), false}, // 1e6 µs per 3 requests: units too fine for that burst
+		{ratelimit.TokenBucket(ratelimit.MaxLimit, 4*ratelimit.MaxLimit*time.Microsecond, ratelimit.MaxLimit), true},
 	} {
 		err := tc.policy.Validate()
 		if tc.valid {
@@ -36,6 +48,7 @@ func TestPolicyValidation(t *testing.T) {
 		}
 	}
 	require.Equal(t, "100 per 1m0s (sliding)", ratelimit.PerMinute(100).String())
+	require.Equal(t, "10 per 1s, burst 20 (gcra)", ratelimit.TokenBucket(10, time.Second, 20).String())
 }
 
 func TestPrefixValidation(t *testing.T) {

@@ -47,13 +47,22 @@ type Request struct {
 	// Policy is the policy in force now; it may differ from the one the
 	// stored state was written under (see Limiter.SetPolicy).
 	Policy Policy
-	// Cost is the number of requests to decide, in [1, Policy.Limit].
+	// Cost is the number of requests to decide, in [1, Policy.MaxCost()].
 	Cost int
 	// Clock says whether the store uses its own clock or Now.
 	Clock Clock
 	// Now is the time of the request under CallerClock.
 	Now time.Time
+	// Retain is how long the store must keep the key's state after a
+	// write, at the least (Retention); a TTL or sweeper must not drop it
+	// sooner. It is the Limiter's retention (WithRetention): a later
+	// policy with a window up to it must still find the history.
+	Retain time.Duration
 }
+
+// Retention is how long after a write the key's state must be kept: Retain,
+// and at least the policy's window.
+func (r *Request) Retention() time.Duration { return max(r.Retain, r.Policy.Window) }
 
 // Store keeps the state of every key and makes each decision atomically.
 //
@@ -95,6 +104,18 @@ type MultiStore interface {
 	// records nothing and returns an error wrapping errors.ErrUnsupported,
 	// and the caller decides them one by one.
 	TakeAll(ctx context.Context, reqs []Request) ([]Decision, error)
+}
+
+// RefundStore is an optional ability of a Store: giving quota back.
+type RefundStore interface {
+	Store
+	// Refund gives back req.Cost of the quota that req.Key has in use under
+	// req.Policy, as if that much of what it took had not been taken (see
+	// Limiter.Refund for what that means under each algorithm), and returns
+	// what Peek of cost 1 would say afterwards. A refund of more than the
+	// key has in use changes nothing and returns an error wrapping
+	// ErrInvalidCost.
+	Refund(ctx context.Context, req Request) (Decision, error)
 }
 
 // InProcessStore is an optional ability of a Store: one that decides in

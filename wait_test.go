@@ -66,7 +66,7 @@ func TestWaitAdmitsWaitersWithoutOverAdmitting(t *testing.T) {
 	}
 	wg.Wait()
 	require.Len(t, admitted, waiters, "every waiter got in")
-	require.Zero(t, conformance.OverAdmissions(admitted, limit, window.Microseconds(), ratelimit.SlidingWindow))
+	require.Zero(t, conformance.OverAdmissions(admitted, ratelimit.Policy{Limit: limit, Window: window}))
 }
 
 func TestWaitGivesUpAtOnceWhenTheDeadlineIsTooSoon(t *testing.T) {

@@ -1,30 +1,57 @@
-// Package algorithm is the math of the algorithms, in pure Go: the
-// sliding-window Log and the fixed-window Counter that the memory store keeps
-// per key, for any backend that decides in Go. The reference model that every
-// backend is checked against lives with the specification, in package
-// conformance.
+// Package algorithm is the math of the algorithms, in pure Go: the state the
+// memory store keeps per key, for any backend that decides in Go. The
+// reference model that every backend is checked against lives with the
+// specification, in package conformance.
 //
 // All times are int64 microseconds since the Unix epoch, the resolution every
 // store works at (Redis' TIME has it), so that all backends decide alike.
+// Every quantity stays below 2^53 within the bounds of ratelimit.Policy, so
+// the Lua scripts, whose numbers are doubles, compute exactly the same.
 //
 // The rules, shared by every store and written out once more in the Lua
 // scripts of the network backends:
 //
-//   - Sliding window: an entry recorded at t is in the window at now while
-//     t > now-window; it leaves at t+window. Entries at or before now-window
-//     are pruned on every Take (never on a peek). A request of cost n is
-//     admitted iff count+n <= limit, and then n entries at now are recorded.
-//     ResetAt is the oldest entry's time + window (now if the log is empty).
-//     A denial's RetryAfter is the time until the k-th oldest entry leaves,
-//     k = count+n-limit: exactly when the request would fit.
-//   - Fixed window: the window containing now starts at now - now%window.
-//     The stored (start, count) is replaced by (that start, 0) when that
-//     start is later than the stored one; a request that comes late (its
-//     window starts earlier) counts in the stored window, so the count never
-//     goes back. Admitted iff count+n <= limit. ResetAt is start+window, and
-//     a denial's RetryAfter is ResetAt-now.
-//   - A peek decides as a Take of the same cost would and changes nothing
-//     (it does not even prune).
+//   - State from the future: state written at a time later than now (a
+//     clock that stepped back, a caller whose clock is behind) is treated as
+//     written at now, and a Take rewrites it so. No state therefore holds
+//     quota for more than one window (GCRA: one burst) after the clock comes
+//     back.
+//   - Sliding window (Log): an admitted request of cost n is one entry (t, n).
+//     An entry is in the window at now while t > now-window; a Take first
+//     re-times entries later than now to now, then prunes those at or before
+//     now-window (a peek does neither). The count is the sum of the costs in
+//     the window. A request of cost n is admitted iff n <= limit-count, and
+//     is then recorded at now. ResetAt is the oldest entry's time (at most
+//     now) + window (now if none). A denial's RetryAfter is the time until
+//     the entry holding the k-th oldest unit leaves, k = count+n-limit.
+//   - Fixed window (Fixed): the window containing now starts at now -
+//     now%window. The stored (start, count) is replaced by (that start, 0)
+//     when that start is later than the stored one; a request that comes late
+//     (its window starts earlier) counts in the stored window, so the count
+//     never goes back; a stored window starting after now moves to now's,
+//     count and all. Admitted iff n <= limit-count. ResetAt is start+window,
+//     and a denial's RetryAfter is ResetAt-now.
+//   - Sliding window counter (SlidingCounter): fixed windows as above, with
+//     the previous window's count p kept: when now is in the window after the
+//     stored one, the current count becomes p and the new count starts at 0;
+//     later than that, both are 0. With e = now-start, the previous window
+//     still covered is k = floor((window-e)*1000/window) thousandths, and the
+//     count is floor(p*k/1000) + current. Admitted iff n <= limit-count.
+//     RetryAfter is exact: the first time the request fits, should nothing
+//     else be admitted; ResetAt is the first time the count drops.
+//   - GCRA (Bucket): in exact units where a request weighs u = window/g and
+//     a microsecond drains d = limit/g (g = gcd(window, limit)), the state is
+//     the level of the bucket at a time. It drains by d per µs down to 0; a
+//     request of cost n is admitted iff level + n*u <= burst*u. The count is
+//     ceil(level/u): the requests' worth of quota in use. A denial's
+//     RetryAfter is the time until the level is low enough; ResetAt is when
+//     the count next drops. A level written under another unit (the policy
+//     changed) is read as the same number of requests, at most a burst.
+//   - A peek decides as a Take of the same cost would and changes nothing.
+//   - A refund of n gives back n of the quota in use, and is refused (false)
+//     beyond it: the Log drops the newest units, the windows lower the
+//     current count (the counter then the previous one), GCRA lowers the
+//     level by n*u (to 0 at most).
 package algorithm
 
 import (
@@ -38,28 +65,55 @@ type Outcome struct {
 	// Allowed, Count, ResetAt and RetryAfter are those of
 	// ratelimit.Decision.
 	Allowed    bool
-	Count      int
+	Count      int64
 	ResetAt    int64 // µs since the Unix epoch
 	RetryAfter int64 // µs; 0 when allowed
 	At         int64 // µs since the Unix epoch: the decision's time
 }
 
-// Decision converts o to the Decision of a request under limit.
+// Decision converts o to the Decision of a request under a policy whose
+// Decision.Limit is limit (Policy.MaxCost).
 func (o Outcome) Decision(limit int) ratelimit.Decision {
-	remaining := limit - o.Count
-	if remaining < 0 {
-		remaining = 0
-	}
+	remaining := max(int64(limit)-o.Count, 0)
 	return ratelimit.Decision{
 		Allowed:    o.Allowed,
 		Limit:      limit,
-		Remaining:  remaining,
-		Count:      o.Count,
+		Remaining:  int(remaining),
+		Count:      int(o.Count),
 		ResetAt:    time.UnixMicro(o.ResetAt),
 		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
 		At:         time.UnixMicro(o.At),
 	}
 }
+
+// Rate is a policy in the units the algorithms compute in.
+type Rate struct {
+	Limit  int64 // requests per window (GCRA: the rate's, per window)
+	Window int64 // µs
+	Burst  int64 // GCRA: the requests the bucket holds
+	Unit   int64 // GCRA: what a request weighs
+	Drain  int64 // GCRA: what a µs drains
+}
+
+// RateOf is p in the algorithms' units.
+func RateOf(p ratelimit.Policy) Rate {
+	r := Rate{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Burst: int64(p.Burst)}
+	if p.Algorithm == ratelimit.GCRA {
+		g := gcd(r.Window, r.Limit)
+		r.Unit, r.Drain = r.Window/g, r.Limit/g
+	}
+	return r
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// ceilDiv is ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // Micros is t in microseconds since the Unix epoch.
 func Micros(t time.Time) int64 { return t.UnixMicro() }

@@ -2,72 +2,196 @@ package algorithm
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
 )
 
 const ms = int64(1000) // µs
 
-func TestLogFollowsTheRules(t *testing.T) {
-	// limit 3 per 100ms; each step is (time in ms, cost; 0 = a peek of cost 1) and what must come out.
-	steps := []struct {
-		name              string
-		at, cost          int64
-		allowed           bool
-		count             int
-		resetAt, retryAft int64 // ms
-	}{
-		{"peek on an empty log", 0, 0, true, 0, 0, 0},
-		{"first request", 0, 1, true, 1, 100, 0},
-		{"two at once", 10, 2, true, 3, 100, 0},
-		{"over the limit: waits for the oldest to leave", 50, 1, false, 3, 100, 50},
-		{"cost 2 waits for the second oldest", 60, 2, false, 3, 100, 50},
-		{"the oldest left exactly at its time+window", 100, 1, true, 3, 110, 0},
-		{"peek denied", 105, 0, false, 3, 110, 5},
-		{"both entries of t=10 leave together", 110, 2, true, 3, 200, 0},
-		{"a whole window later everything has left", 300, 0, true, 0, 300, 0},
-	}
-	var l Log
+// step is one call and the outcome it must have; times in ms.
+type step struct {
+	name                      string
+	at, cost                  int64 // cost 0: a peek of cost 1
+	allowed                   bool
+	count, resetAt, retryAftr int64
+}
+
+type decider interface {
+	Take(now int64, r Rate, n int64) Outcome
+	Peek(now int64, r Rate, n int64) Outcome
+}
+
+func run(t *testing.T, d decider, r Rate, steps []step) {
+	t.Helper()
 	for _, s := range steps {
-		out := takeOrPeek(l.Take, l.Peek, s.at*ms, 100*ms, 3, int(s.cost))
-		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAft * ms, At: s.at * ms}
+		var out Outcome
+		if s.cost == 0 {
+			out = d.Peek(s.at*ms, r, 1)
+		} else {
+			out = d.Take(s.at*ms, r, s.cost)
+		}
+		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: s.at * ms}
 		assert.Equal(t, want, out, s.name)
 	}
 }
 
-func TestLogKeepsOutOfOrderRequestsSorted(t *testing.T) {
-	var l Log
-	for _, at := range []int64{50, 40, 60, 45} {
-		require.True(t, l.Take(at*ms, 100*ms, 10, 1).Allowed)
-	}
-	assert.Equal(t, []int64{40 * ms, 45 * ms, 50 * ms, 60 * ms}, l.buf[l.head:])
-	out := l.Take(146*ms, 100*ms, 10, 0)
-	assert.Equal(t, 2, out.Count, "40 and 45 have left at 146")
-	assert.Equal(t, 150*ms, out.ResetAt)
+func rate(limit int, window time.Duration, alg ratelimit.Algorithm, burst int) Rate {
+	return RateOf(ratelimit.Policy{Limit: limit, Window: window, Algorithm: alg, Burst: burst})
 }
 
-func TestCounterFollowsTheRules(t *testing.T) {
-	steps := []struct {
-		name               string
-		at, cost           int64
-		allowed            bool
-		count              int
-		resetAt, retryAftr int64 // ms
-	}{
+func TestLogFollowsTheRules(t *testing.T) {
+	run(t, &Log{}, rate(3, 100*time.Millisecond, ratelimit.SlidingWindow, 0), []step{
+		{"peek on an empty log", 0, 0, true, 0, 0, 0},
+		{"first request", 0, 1, true, 1, 100, 0},
+		{"two at once: one entry of cost 2", 10, 2, true, 3, 100, 0},
+		{"over the limit: waits for the oldest to leave", 50, 1, false, 3, 100, 50},
+		{"cost 2 waits for the entry holding the second unit", 60, 2, false, 3, 100, 50},
+		{"the oldest left exactly at its time+window", 100, 1, true, 3, 110, 0},
+		{"peek denied", 105, 0, false, 3, 110, 5},
+		{"both units of t=10 leave together", 110, 2, true, 3, 200, 0},
+		{"a whole window later everything has left", 300, 0, true, 0, 300, 0},
+	})
+}
+
+// A cost is one entry: a huge cost under a huge limit is one entry, not
+// millions.
+func TestLogHoldsAnEntryPerRequest(t *testing.T) {
+	var l Log
+	r := rate(ratelimit.MaxLogLimit, time.Hour, ratelimit.SlidingWindow, 0)
+	require.True(t, l.Take(0, r, ratelimit.MaxLogLimit-1).Allowed)
+	require.True(t, l.Take(1, r, 1).Allowed)
+	require.False(t, l.Take(2, r, 1).Allowed)
+	assert.Equal(t, 2, l.Len())
+}
+
+// A clock that steps back leaves the entries written ahead of it in the
+// future: they are brought back to now, so they leave one window later at
+// most, not one window after the time they claim.
+func TestLogRetimesTheFuture(t *testing.T) {
+	var l Log
+	r := rate(2, time.Second, ratelimit.SlidingWindow, 0)
+	hour := int64(time.Hour / time.Microsecond)
+	l.Take(hour, r, 2)
+	out := l.Peek(0, r, 1)
+	assert.Equal(t, Outcome{Allowed: false, Count: 2, ResetAt: 1000 * ms, RetryAfter: 1000 * ms, At: 0}, out, "a peek sees them at now")
+	out = l.Take(5*ms, r, 1)
+	assert.Equal(t, int64(1000*ms), out.RetryAfter, "a take brings them to now...")
+	out = l.Take(1005*ms, r, 1)
+	assert.True(t, out.Allowed, "... so they leave one window later")
+}
+
+func TestFixedFollowsTheRules(t *testing.T) {
+	run(t, &Fixed{}, rate(3, 100*time.Millisecond, ratelimit.FixedWindow, 0), []step{
 		{"peek before any window", 5, 0, true, 0, 100, 0},
 		{"first", 5, 2, true, 2, 100, 0},
 		{"fills the window", 99, 1, true, 3, 100, 0},
 		{"denied until the window ends", 99, 1, false, 3, 100, 1},
 		{"a new window at the boundary", 100, 3, true, 3, 200, 0},
-		{"a late request counts in the newest window", 50, 1, false, 3, 200, 150},
+		{"a late request: the stored window is after now, so it moves to now's, count and all", 50, 1, false, 3, 100, 50},
 		{"skipping windows", 730, 1, true, 1, 800, 0},
+		{"from the future: the window of 700 moves to now's, count and all", 410, 2, true, 3, 500, 0},
+		{"and ends with now's window", 499, 1, false, 3, 500, 1},
+		{"then counting starts over", 500, 1, true, 1, 600, 0},
+	})
+}
+
+func TestSlidingCounterFollowsTheRules(t *testing.T) {
+	// 10 per 100ms. Counts are the previous window's weighed by the
+	// thousandths of it still covered, rounded down, plus the current.
+	run(t, &SlidingCounter{}, rate(10, 100*time.Millisecond, ratelimit.SlidingWindowCounter, 0), []step{
+		{"peek before any window", 5, 0, true, 0, 5, 0},
+		{"first: evenly spread, the first of 4 slides out 25ms into the next window", 5, 4, true, 4, 125, 0},
+		{"fills the window", 90, 6, true, 10, 110, 0},
+		{"denied: the count drops when 1 of 10 has slid out, at 110", 95, 1, false, 10, 110, 15},
+		{"at 110, 900 thousandths of 10 = 9 remain", 110, 1, true, 10, 120, 0},
+		{"cost 3 fits once ceil(10*k/1000) <= 10-1-3: k <= 600, at e=40", 115, 3, false, 10, 120, 25},
+		{"at 131, k=690 weighs 7", 131, 3, false, 8, 140, 9},
+		{"at 140, k=600 weighs 6", 140, 3, true, 10, 150, 0},
+		{"two windows later both counts are gone", 300, 0, true, 0, 300, 0},
+		{"a count to carry into the next window", 350, 10, true, 10, 410, 0},
+		{"in the next window it still weighs 10 at e=0", 400, 1, false, 10, 410, 10},
+	})
+}
+
+// fitsAfter is the exact inverse of the weighing: checked against a scan.
+func TestFitsAfterIsTheFirstFit(t *testing.T) {
+	for _, w := range []int64{1000, 1001, 7919, 100_000} {
+		for p := int64(0); p <= 30; p++ {
+			for m := int64(0); m <= 30; m++ {
+				first := w + 1
+				for e := int64(0); e <= w; e++ {
+					if weighted(p, covered(e, w)) <= m {
+						first = e
+						break
+					}
+				}
+				require.Equal(t, first, fitsAfter(p, m, w), "p=%d m=%d w=%d", p, m, w)
+			}
+		}
 	}
-	var c Counter
-	for _, s := range steps {
-		out := takeOrPeek(c.Take, c.Peek, s.at*ms, 100*ms, 3, int(s.cost))
-		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: s.at * ms}
-		assert.Equal(t, want, out, s.name)
+}
+
+func TestBucketFollowsTheRules(t *testing.T) {
+	// 10 per second (one every 100ms), burst 3.
+	run(t, &Bucket{}, rate(10, time.Second, ratelimit.GCRA, 3), []step{
+		{"peek at an empty bucket", 0, 0, true, 0, 0, 0},
+		{"a burst of 3 at once", 0, 3, true, 3, 100, 0},
+		{"full: the next fits after one interval", 0, 1, false, 3, 100, 100},
+		{"40ms later, 60ms to go", 40, 1, false, 3, 100, 60},
+		{"cost 2 waits two intervals from full", 40, 2, false, 3, 100, 160},
+		{"spaced: one every 100ms", 100, 1, true, 3, 200, 0},
+		{"a long pause empties the bucket", 1000, 0, true, 0, 1000, 0},
+	})
+}
+
+// A rate that is no whole number of microseconds per request (3 per second:
+// 333333.3µs) is computed exactly: three requests take exactly one second.
+func TestBucketIsExactForFractionalIntervals(t *testing.T) {
+	var b Bucket
+	r := rate(3, time.Second, ratelimit.GCRA, 3)
+	require.True(t, b.Take(0, r, 3).Allowed)
+	out := b.Take(0, r, 3)
+	assert.Equal(t, int64(1000*ms), out.RetryAfter)
+	assert.False(t, b.Take(1000*ms-1, r, 3).Allowed)
+	assert.True(t, b.Take(1000*ms, r, 3).Allowed)
+}
+
+func TestBucketFromTheFutureDrainsFromNow(t *testing.T) {
+	var b Bucket
+	r := rate(1, time.Second, ratelimit.GCRA, 2)
+	hour := int64(time.Hour / time.Microsecond)
+	b.Take(hour, r, 2)
+	out := b.Take(0, r, 1)
+	require.False(t, out.Allowed)
+	assert.Equal(t, int64(1000*ms), out.RetryAfter, "one interval from now, not from an hour ahead")
+	assert.True(t, b.Take(1000*ms, r, 1).Allowed)
+}
+
+func TestRefunds(t *testing.T) {
+	type refunder interface {
+		decider
+		Refund(now int64, r Rate, n int64) (Outcome, bool)
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(alg.String(), func(t *testing.T) {
+			states := map[ratelimit.Algorithm]refunder{ratelimit.SlidingWindow: &Log{}, ratelimit.FixedWindow: &Fixed{},
+				ratelimit.SlidingWindowCounter: &SlidingCounter{}, ratelimit.GCRA: &Bucket{}}
+			s, r := states[alg], rate(5, time.Second, alg, 5)
+			require.True(t, s.Take(0, r, 2).Allowed)
+			require.True(t, s.Take(0, r, 3).Allowed)
+			_, ok := s.Refund(0, r, 6)
+			require.False(t, ok, "more than was taken")
+			require.Equal(t, int64(5), s.Peek(0, r, 1).Count, "a refused refund changes nothing")
+			out, ok := s.Refund(0, r, 4)
+			require.True(t, ok)
+			require.Equal(t, int64(1), out.Count)
+			require.True(t, s.Take(0, r, 4).Allowed, "the refund is quota again")
+			require.False(t, s.Take(0, r, 1).Allowed)
+		})
 	}
 }
 
@@ -75,14 +199,4 @@ func TestWindowStartBeforeTheEpoch(t *testing.T) {
 	assert.Equal(t, int64(-100), WindowStart(-1, 100))
 	assert.Equal(t, int64(0), WindowStart(0, 100))
 	assert.Equal(t, int64(100), WindowStart(199, 100))
-}
-
-type decideFunc func(now, window int64, limit, n int) Outcome
-
-// takeOrPeek is a Take of cost, or a Peek of cost 1 when cost is 0.
-func takeOrPeek(take, peek decideFunc, now, window int64, limit, cost int) Outcome {
-	if cost == 0 {
-		return peek(now, window, limit, 1)
-	}
-	return take(now, window, limit, cost)
 }

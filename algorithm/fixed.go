@@ -1,43 +1,61 @@
 package algorithm
 
-// Counter is the fixed-window state of one key: the start of its current
+// Fixed is the fixed-window state of one key: the start of its current
 // window and the requests admitted in it. The zero value has no window yet.
 // It is not safe for concurrent use; the store guards it.
-type Counter struct {
+type Fixed struct {
 	start   int64 // µs; meaningful when started
-	count   int
+	count   int64
 	started bool
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (c *Counter) Take(now, window int64, limit, n int) Outcome {
-	return c.decide(now, window, limit, n, true)
-}
+func (f *Fixed) Take(now int64, r Rate, n int64) Outcome { return f.decide(now, r, n, true) }
 
 // Peek decides as Take would and changes nothing.
-func (c *Counter) Peek(now, window int64, limit, n int) Outcome {
-	return c.decide(now, window, limit, n, false)
+func (f *Fixed) Peek(now int64, r Rate, n int64) Outcome { return f.decide(now, r, n, false) }
+
+// current is the window that now counts in, and its count.
+func (f *Fixed) current(now, window int64) (start, count int64) {
+	ws := WindowStart(now, window)
+	switch {
+	case !f.started || ws > f.start:
+		return ws, 0
+	case f.start > now: // from the future: moved to now's window
+		return ws, f.count
+	}
+	return f.start, f.count
 }
 
-func (c *Counter) decide(now, window int64, limit, n int, record bool) Outcome {
-	start, count := c.start, c.count
-	if ws := WindowStart(now, window); !c.started || ws > start {
-		start, count = ws, 0
-	}
-	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: start + window, At: now}
-	if !out.Allowed {
+func (f *Fixed) decide(now int64, r Rate, n int64, record bool) Outcome {
+	start, count := f.current(now, r.Window)
+	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: start + r.Window, At: now}
+	switch {
+	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
-	} else if record {
-		count += n
-		out.Count = count
-		*c = Counter{start: start, count: count, started: true}
+		if record && f.started && f.start > now {
+			f.start = start // a Take rewrites state from the future, admitted or not
+		}
+	case record:
+		*f = Fixed{start: start, count: count + n, started: true}
+		out.Count = f.count
 	}
 	return out
 }
 
-// Empty reports whether the counter holds no window.
-func (c *Counter) Empty() bool { return !c.started }
+// Refund gives back n of the current window's count; false, changing
+// nothing, if it holds less.
+func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	start, count := f.current(now, r.Window)
+	if n > count {
+		return Outcome{}, false
+	}
+	*f = Fixed{start: start, count: count - n, started: true}
+	return f.Peek(now, r, 1), true
+}
 
-// End is when the stored window ends under window, the time after which the
-// counter holds nothing worth keeping.
-func (c *Counter) End(window int64) int64 { return c.start + window }
+// Empty reports whether the state holds no window.
+func (f *Fixed) Empty() bool { return !f.started }
+
+// Life is how long after now the state still matters: until its window ends.
+func (f *Fixed) Life(now int64, r Rate) int64 { return f.start + r.Window - now }

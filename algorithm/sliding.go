@@ -2,107 +2,144 @@ package algorithm
 
 import "sort"
 
-// Log is the sliding-window log of one key: the times of its admitted
-// requests, ascending. The zero value is an empty log. It is not safe for
-// concurrent use; the store guards it.
+// Log is the sliding-window log of one key: its admitted requests, one
+// entry each whatever its cost, in order of time. The zero value is an empty
+// log. It is not safe for concurrent use; the store guards it.
 //
 // Pruning advances a head index instead of moving memory, and the buffer is
 // compacted only when an append would otherwise grow it, so a warm key
 // decides without allocating.
 type Log struct {
-	buf  []int64 // buf[head:] are the entries, ascending
-	head int
+	buf   []Entry // buf[head:] are the entries, ascending by time
+	head  int
+	total int64 // the sum of the costs of buf[head:]
 }
+
+// Entry is one admitted request: its time and its cost.
+type Entry struct{ At, Cost int64 }
 
 // Len is the number of entries held (some may be outside the window until
 // the next Take prunes them).
 func (l *Log) Len() int { return len(l.buf) - l.head }
 
-// Newest is the time of the latest entry, or false if the log is empty.
-func (l *Log) Newest() (int64, bool) {
-	if l.Len() == 0 {
-		return 0, false
-	}
-	return l.buf[len(l.buf)-1], true
-}
-
 // Take decides a request of cost n at now, recording it if admitted.
-func (l *Log) Take(now, window int64, limit, n int) Outcome {
-	return l.decide(now, window, limit, n, true)
-}
+func (l *Log) Take(now int64, r Rate, n int64) Outcome { return l.decide(now, r, n, true) }
 
 // Peek decides as Take would and changes nothing, not even the pruning.
-func (l *Log) Peek(now, window int64, limit, n int) Outcome {
-	return l.decide(now, window, limit, n, false)
-}
+func (l *Log) Peek(now int64, r Rate, n int64) Outcome { return l.decide(now, r, n, false) }
 
-func (l *Log) decide(now, window int64, limit, n int, record bool) Outcome {
+func (l *Log) decide(now int64, r Rate, n int64, record bool) Outcome {
+	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
 	if record {
-		l.prune(now - window)
+		l.retime(now)
+		l.prune(cutoff)
 	}
 	e := l.buf[l.head:]
-	first := firstAfter(e, now-window) // a peek skips what a Take would prune
+	first := firstAfter(e, cutoff) // a peek skips what a Take would prune
+	count := l.total
+	for _, x := range e[:first] {
+		count -= x.Cost
+	}
 	e = e[first:]
-	count := len(e)
-	out := Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
+	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: now, At: now}
 	if !out.Allowed {
-		out.RetryAfter = retryAfter(e, count+n-limit, now, window)
+		out.RetryAfter = retryAfter(e, count+n-r.Limit, now, r.Window)
 	} else if record {
 		l.insert(now, n)
 		e = l.buf[l.head+first:]
 		out.Count += n
 	}
 	if len(e) > 0 {
-		out.ResetAt = e[0] + window
+		out.ResetAt = min(e[0].At, now) + r.Window
 	}
 	return out
 }
 
-// retryAfter is how long until the k-th oldest of the entries e leaves the
-// window. A cost above the limit can never fit: it gets a whole window.
-func retryAfter(e []int64, k int, now, window int64) int64 {
-	if k > len(e) {
-		return window
+// retryAfter is how long until the entry holding the k-th oldest unit of e
+// leaves the window. A cost above the limit can never fit: it gets a whole
+// window.
+func retryAfter(e []Entry, k, now, window int64) int64 {
+	for _, x := range e {
+		if k -= x.Cost; k <= 0 {
+			return min(x.At, now) + window - now
+		}
 	}
-	return e[k-1] + window - now
+	return window
+}
+
+// retime moves the entries later than now to now (see the package rules).
+func (l *Log) retime(now int64) {
+	for i := len(l.buf) - 1; i >= l.head && l.buf[i].At > now; i-- {
+		l.buf[i].At = now
+	}
 }
 
 // prune drops the entries at or before cutoff.
 func (l *Log) prune(cutoff int64) {
-	l.head += firstAfter(l.buf[l.head:], cutoff)
+	e := l.buf[l.head:]
+	k := firstAfter(e, cutoff)
+	for _, x := range e[:k] {
+		l.total -= x.Cost
+	}
+	l.head += k
 	if l.head == len(l.buf) {
 		l.buf, l.head = l.buf[:0], 0
 	}
 }
 
 // firstAfter is the index of the first entry later than t.
-func firstAfter(e []int64, t int64) int {
+func firstAfter(e []Entry, t int64) int {
 	// Entries are usually all in the window: check the front before searching.
-	if len(e) == 0 || e[0] > t {
+	if len(e) == 0 || e[0].At > t {
 		return 0
 	}
-	return sort.Search(len(e), func(i int) bool { return e[i] > t })
+	return sort.Search(len(e), func(i int) bool { return e[i].At > t })
 }
 
-// insert records n entries at now, keeping the log sorted: a request whose
-// clock is slightly behind the newest entry goes in its place.
-func (l *Log) insert(now int64, n int) {
-	if len(l.buf)+n > cap(l.buf) && l.head > 0 {
+// insert records an entry of cost n at now, after every other (retime has
+// brought them to now at the latest).
+func (l *Log) insert(now, n int64) {
+	if len(l.buf) == cap(l.buf) && l.head > 0 {
 		// Reuse the pruned front before growing the buffer.
 		k := copy(l.buf, l.buf[l.head:])
 		l.buf, l.head = l.buf[:k], 0
 	}
-	e := l.buf[l.head:]
-	at := len(e)
-	if at > 0 && e[at-1] > now {
-		at = firstAfter(e, now)
+	l.buf = append(l.buf, Entry{At: now, Cost: n})
+	l.total += n
+}
+
+// Refund gives back n units, dropping them from the newest entries; false,
+// changing nothing, if the window holds fewer than n.
+func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	if n > l.Peek(now, r, 1).Count {
+		return Outcome{}, false
 	}
-	for i := 0; i < n; i++ {
-		l.buf = append(l.buf, 0)
+	l.retime(now)
+	l.prune(now - r.Window)
+	l.total -= n
+	for n > 0 {
+		last := &l.buf[len(l.buf)-1]
+		if last.Cost > n {
+			last.Cost -= n
+			break
+		}
+		n -= last.Cost
+		l.buf = l.buf[:len(l.buf)-1]
 	}
-	e = l.buf[l.head:]
-	copy(e[at+n:], e[at:len(e)-n])
-	for i := at; i < at+n; i++ {
-		e[i] = now
+	if l.head == len(l.buf) {
+		l.buf, l.head = l.buf[:0], 0
 	}
+	return l.Peek(now, r, 1), true
+}
+
+// Empty reports whether the log holds no entry.
+func (l *Log) Empty() bool { return l.Len() == 0 }
+
+// Life is how long after now the state still matters: until its newest
+// entry leaves the window.
+func (l *Log) Life(now int64, r Rate) int64 {
+	if l.Len() == 0 {
+		return 0
+	}
+	return min(l.buf[len(l.buf)-1].At, now) + r.Window - now
 }

@@ -103,7 +103,8 @@ func openBackend(name, addr string, srvs *servers) (*backend, error) {
 // counts them too, though no client sent them.
 var scriptCommands = map[string]bool{
 	"time": true, "zremrangebyscore": true, "zcard": true, "zcount": true, "zrangebyscore": true,
-	"incrby": true, "zadd": true, "pexpire": true, "hmget": true, "hset": true,
+	"incrby": true, "hincrby": true, "zadd": true, "zrem": true, "zrevrange": true, "pexpire": true,
+	"hmget": true, "hset": true, "get": true, "set": true,
 	"info": true, // the report's own
 }
 
@@ -154,7 +155,7 @@ func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) 
 		runtime.KeepAlive(st)
 		return int64(ms1.HeapAlloc-ms0.HeapAlloc) / keys, nil
 	}
-	l, err := ratelimit.New(b.store, ratelimit.Policy{Limit: p.Limit, Window: time.Hour, Algorithm: p.Algorithm}, ratelimit.WithPrefix(prefix))
+	l, err := ratelimit.New(b.store, ratelimit.NewPolicy(p.Algorithm, p.Limit, time.Hour), ratelimit.WithPrefix(prefix))
 	if err != nil {
 		return 0, err
 	}
@@ -192,10 +193,10 @@ func (b *backend) reference(cfg config, alg ratelimit.Algorithm, ops float64, pr
 		return nil, false
 	}
 	host, port, _ := strings.Cut(b.addr, ":")
-	req := ratelimit.Request{Key: ratelimit.Key{Prefix: "bench:ref:", ID: "__rand_int__"}, Policy: ratelimit.Policy{Limit: cfg.limit, Window: cfg.window, Algorithm: alg}, Cost: 1}
+	req := ratelimit.Request{Key: ratelimit.Key{Prefix: "bench:ref:", ID: "__rand_int__"}, Policy: ratelimit.NewPolicy(alg, cfg.limit, cfg.window), Cost: 1}
 	keys := script.Keys(req)
 	args := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
-	args = append(args, script.Args(req, true)...)
+	args = append(args, script.Args(req, script.Take)...)
 	pipelines := []int{1}
 	if b.name == "valkey" {
 		pipelines = append(pipelines, 16)

@@ -30,9 +30,9 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 				b.Fatal(err)
 			}
 			// The arguments of a decision under 100 per second, formatted once.
-			policy := ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}
+			policy := ratelimit.NewPolicy(alg, 100, time.Second)
 			var args []any
-			for _, a := range script.Args(ratelimit.Request{Policy: policy, Cost: 1}, true) {
+			for _, a := range script.Args(ratelimit.Request{Policy: policy, Cost: 1}, script.Take) {
 				args = append(args, a)
 			}
 			keys := make([][]string, 1000)

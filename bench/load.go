@@ -52,7 +52,7 @@ func (a *admissions) all() []admission { return a.slots[:min(a.next.Load(), int6
 
 // measure runs the load on one backend and algorithm and checks it.
 func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer) (result, error) {
-	p := ratelimit.Policy{Limit: cfg.limit, Window: cfg.window, Algorithm: alg}
+	p := ratelimit.NewPolicy(alg, cfg.limit, cfg.window)
 	prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	l, err := ratelimit.New(b.store, p, ratelimit.WithPrefix(prefix))
 	if err != nil {
@@ -142,7 +142,7 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 	res.P50us, res.P99us, res.P999us = hist.quantile(0.50), hist.quantile(0.99), hist.quantile(0.999)
 	res.MaxUs = float64(hist.max) / float64(time.Microsecond)
 	res.AllocsPerOp = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Decisions)
-	res.OverAdmissions = overAdmissions(all, cfg.keys, cfg.limit, cfg.window.Microseconds(), alg)
+	res.OverAdmissions = overAdmissions(all, cfg.keys, p)
 
 	res.RoundtripsPerDecision = "-"
 	if statsBefore != nil {
@@ -158,16 +158,16 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 	return res, nil
 }
 
-// overAdmissions counts, over all keys, the windows that admitted more
-// than limit (see conformance.OverAdmissions).
-func overAdmissions(all []admission, keys, limit int, window int64, alg ratelimit.Algorithm) int64 {
+// overAdmissions counts, over all keys, where p was exceeded (see
+// conformance.OverAdmissions).
+func overAdmissions(all []admission, keys int, p ratelimit.Policy) int64 {
 	perKey := make([][]int64, keys)
 	for _, a := range all {
 		perKey[a.key] = append(perKey[a.key], a.at)
 	}
 	var over int64
 	for _, times := range perKey {
-		over += int64(conformance.OverAdmissions(times, limit, window, alg))
+		over += int64(conformance.OverAdmissions(times, p))
 	}
 	return over
 }

@@ -38,7 +38,7 @@ func TestOverAdmissionsCountsWindowsOverTheLimit(t *testing.T) {
 		{"fixed: the boundary burst is allowed", at(0, 900, 950, 1000, 1050), ratelimit.FixedWindow, 0},
 		{"fixed: three in one aligned window", at(0, 1000, 1500, 1999), ratelimit.FixedWindow, 1},
 	} {
-		require.Equal(t, tc.wantOut, overAdmissions(tc.all, 2, limit, window, tc.alg), tc.name)
+		require.Equal(t, tc.wantOut, overAdmissions(tc.all, 2, ratelimit.NewPolicy(tc.alg, limit, time.Duration(window)*time.Microsecond)), tc.name)
 	}
 }
 

@@ -21,7 +21,7 @@ func burst(alg ratelimit.Algorithm, limit int, window time.Duration) ([]int, err
 	defer st.Close()
 	start := time.Unix(0, 0).Add(time.Duration(time.Now().Unix()/3600*3600) * time.Second) // window-aligned
 	now := start
-	l, err := ratelimit.New(st, ratelimit.Policy{Limit: limit, Window: window, Algorithm: alg}, ratelimit.WithCallerClock(func() time.Time { return now }))
+	l, err := ratelimit.New(st, ratelimit.NewPolicy(alg, limit, window), ratelimit.WithCallerClock(func() time.Time { return now }))
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func Benchmark(b *testing.B, store ratelimit.Store) {
 	for _, alg := range ratelimit.Algorithms() {
 		for _, par := range []int{1, 64} {
 			b.Run(alg.String()+"/parallel-"+strconv.Itoa(par), func(b *testing.B) {
-				l, err := ratelimit.New(store, ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg},
+				l, err := ratelimit.New(store, ratelimit.NewPolicy(alg, 100, time.Second),
 					ratelimit.WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 				if err != nil {
 					b.Fatal(err)

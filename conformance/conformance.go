@@ -27,6 +27,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -103,6 +104,11 @@ var scenarios = []struct {
 	{"a failure mode's decision says so and comes without an error", failureModeAnswers},
 	{"TakeAll admits several policies on one key together or not at all", takeAllIsAtomic},
 	{"Multi: a denial takes nothing from the other policies", multiDenialTakesNothing},
+	{"limits and costs at their bounds neither overflow nor over-admit", atTheBounds},
+	{"state from a clock that stepped back holds nothing past one window", clockStepsBack},
+	{"a longer window within the retention keeps the history", longerWindowKeepsHistory},
+	{"a refund gives back exactly what was taken, and no more", refunds},
+	{"a policy per key applies at once with the key's history", policyPerKey},
 }
 
 // env is what a scenario works with.
@@ -120,8 +126,20 @@ func start() time.Time {
 	return time.Now().Truncate(time.Hour).Add(time.Hour)
 }
 
+// policy is limit per window under the scenario's algorithm; for GCRA, a
+// rate of limit per window with a burst of limit, so that a key that has
+// been idle may make limit requests at once, as under the window algorithms.
 func (e *env) policy(limit int, window time.Duration) ratelimit.Policy {
-	return ratelimit.Policy{Limit: limit, Window: window, Algorithm: e.alg}
+	return policyOf(e.alg, limit, window)
+}
+
+func policyOf(alg ratelimit.Algorithm, limit int, window time.Duration) ratelimit.Policy {
+	return ratelimit.NewPolicy(alg, limit, window)
+}
+
+// otherAlgorithm is an algorithm other than the scenario's.
+func (e *env) otherAlgorithm() ratelimit.Algorithm {
+	return ratelimit.Algorithms()[(int(e.alg)+1)%len(ratelimit.Algorithms())]
 }
 
 // namespace is the key prefix of the scenario: random, so that scenarios and
@@ -141,7 +159,8 @@ func (e *env) limiter(limit int, window time.Duration, opts ...ratelimit.Option)
 	if e.clock == nil {
 		e.clock = NewManualClock(start())
 	}
-	opts = append([]ratelimit.Option{ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now), ratelimit.WithTimeout(budget)}, opts...)
+	opts = append([]ratelimit.Option{ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now), ratelimit.WithTimeout(budget),
+		ratelimit.WithRetention(retention)}, opts...)
 	l, err := ratelimit.New(e.newStore(e.t), e.policy(limit, window), opts...)
 	require.NoError(e.t, err)
 	return l
@@ -154,18 +173,26 @@ func (e *env) realTimeLimiter(limit int, window time.Duration) *ratelimit.Limite
 	return l
 }
 
+// retention is the suite's Limiters': the longest window a scenario sets.
+const retention = time.Hour
+
 // budget is the time budget of the suite's Limiters: the suite checks what
 // a store decides, not how fast, so a loaded machine (the race detector,
 // every package's tests at once) must not turn slow calls into failures.
 const budget = 10 * time.Second
 
-// clearOfBoundary makes a fixed window on the store's clock last at least
-// need more, sleeping into the next window if it would end sooner, so that a
-// short burst of calls is decided in one window. Sliding windows have no
-// boundary: it returns at once.
+// clearOfBoundary makes a fixed window (or a counter's) on the store's
+// clock last at least need more, sleeping into the next window if it would
+// end sooner, so that a short burst of calls is decided in one window. The
+// other algorithms have no boundary: it returns at once.
 func (e *env) clearOfBoundary(l *ratelimit.Limiter, need time.Duration) {
-	if e.alg != ratelimit.FixedWindow {
+	if e.alg != ratelimit.FixedWindow && e.alg != ratelimit.SlidingWindowCounter {
 		return
+	}
+	if e.alg == ratelimit.SlidingWindowCounter { // ResetAt is no window's end: ask a fixed window
+		fixed, err := ratelimit.New(e.newStore(e.t), policyOf(ratelimit.FixedWindow, 1, l.Policy().Window), ratelimit.WithPrefix(e.namespace()), ratelimit.WithTimeout(budget))
+		require.NoError(e.t, err)
+		l = fixed
 	}
 	d, err := l.Peek(context.Background(), "boundary-probe") // an empty key: ResetAt is the window's end
 	require.NoError(e.t, err)
@@ -183,8 +210,8 @@ type checker struct {
 	ctx   context.Context
 }
 
-func (e *env) checked(limit int, window time.Duration) *checker {
-	l := e.limiter(limit, window)
+func (e *env) checked(limit int, window time.Duration, opts ...ratelimit.Option) *checker {
+	l := e.limiter(limit, window, opts...)
 	return &checker{t: e.t, l: l, model: NewModel(), clock: e.clock, ctx: context.Background()}
 }
 
@@ -212,6 +239,25 @@ func (c *checker) peek(key string) ratelimit.Decision {
 	require.NoError(c.t, err, "Peek(%q)", key)
 	require.Equal(c.t, want, got, "Peek(%q) at %v under %v", key, c.clock.Now().Format(time.StampMicro), c.l.Policy())
 	return got
+}
+
+// refund calls Refund and requires the model's decision, or its refusal.
+// A store that cannot refund must say so (errors.ErrUnsupported), and the
+// model then does nothing either.
+func (c *checker) refund(key string, n int) (ratelimit.Decision, bool) {
+	c.t.Helper()
+	if _, err := c.l.Refund(c.ctx, "refund-probe", 1); errors.Is(err, errors.ErrUnsupported) { // a key never taken from: refused if supported
+		return ratelimit.Decision{}, false
+	}
+	want, ok := c.model.Refund(c.request(key, n))
+	got, err := c.l.Refund(c.ctx, key, n)
+	if !ok {
+		require.ErrorIs(c.t, err, ratelimit.ErrInvalidCost, "Refund(%q, %d) of more than is in use", key, n)
+		return ratelimit.Decision{}, false
+	}
+	require.NoError(c.t, err, "Refund(%q, %d)", key, n)
+	require.Equal(c.t, want, got, "Refund(%q, %d) at %v under %v", key, n, c.clock.Now().Format(time.StampMicro), c.l.Policy())
+	return got, true
 }
 
 func (c *checker) reset(key string) {

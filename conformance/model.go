@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"math/big"
 	"sort"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -8,15 +9,18 @@ import (
 )
 
 // Model is the reference implementation of the rules in package algorithm's
-// documentation: slow and plain (unsorted lists, full scans, no buffers), so
-// that it is easy to check by reading. Tests feed the same requests to a
-// store and to a Model and require identical decisions.
+// documentation: slow and plain (unsorted lists, full scans, searches instead
+// of formulas, exact fractions), so that it is easy to check by reading.
+// Tests feed the same requests to a store and to a Model and require
+// identical decisions.
 //
 // Requests must carry their time (ratelimit.CallerClock); a Model has no
 // clock. It is not safe for concurrent use.
 type Model struct {
-	logs  map[state][]int64 // sliding: every kept entry, in no order
-	fixed map[state]fixedState
+	logs    map[state][]entry
+	fixed   map[state]windowState
+	counter map[state]windowState
+	gcra    map[state]bucketState
 }
 
 // state names the state of one key under one algorithm.
@@ -25,14 +29,23 @@ type state struct {
 	alg ratelimit.Algorithm
 }
 
-type fixedState struct {
-	start int64
-	count int
+type entry struct{ at, cost int64 }
+
+// windowState is a fixed window's (start, count), and for the counter the
+// previous window's count.
+type windowState struct{ start, count, prev int64 }
+
+// bucketState is GCRA's: at time at, the bucket held level (µs of spacing
+// still owed, exact) and level/interval requests' worth.
+type bucketState struct {
+	at       int64
+	level    *big.Rat // µs
+	interval *big.Rat // the policy's Window/Limit when written, µs
 }
 
 // NewModel returns an empty model.
 func NewModel() *Model {
-	return &Model{logs: map[state][]int64{}, fixed: map[state]fixedState{}}
+	return &Model{logs: map[state][]entry{}, fixed: map[state]windowState{}, counter: map[state]windowState{}, gcra: map[state]bucketState{}}
 }
 
 // Take decides req as a Store's Take must.
@@ -41,73 +54,309 @@ func (m *Model) Take(req ratelimit.Request) ratelimit.Decision { return m.decide
 // Peek decides req as a Store's Peek must.
 func (m *Model) Peek(req ratelimit.Request) ratelimit.Decision { return m.decide(req, false) }
 
+// Refund refunds req.Cost as a RefundStore must, reporting false when it
+// must be refused.
+func (m *Model) Refund(req ratelimit.Request) (ratelimit.Decision, bool) {
+	st, now, n := state{req.Key, req.Policy.Algorithm}, algorithm.Micros(req.Now), int64(req.Cost)
+	w := algorithm.WindowMicros(req.Policy)
+	switch req.Policy.Algorithm {
+	case ratelimit.SlidingWindow:
+		in := m.slidingIn(st, now, w)
+		if n > sum(in) {
+			return ratelimit.Decision{}, false
+		}
+		m.logs[st] = in
+		for n > 0 { // the newest first
+			sort.Slice(in, func(i, j int) bool { return in[i].at < in[j].at })
+			last := &in[len(in)-1]
+			took := min(last.cost, n)
+			last.cost, n = last.cost-took, n-took
+			if last.cost == 0 {
+				in = in[:len(in)-1]
+			}
+		}
+		m.logs[st] = in
+	case ratelimit.FixedWindow:
+		ws := fixedNow(m.fixed[st], now, w, m.hasFixed(st))
+		if n > ws.count {
+			return ratelimit.Decision{}, false
+		}
+		ws.count -= n
+		m.fixed[st] = ws
+	case ratelimit.SlidingWindowCounter:
+		ws := counterNow(m.counter[st], now, w, m.hasCounter(st))
+		if n > ws.count+ws.prev {
+			return ratelimit.Decision{}, false
+		}
+		fromCur := min(n, ws.count)
+		ws.count, ws.prev = ws.count-fromCur, ws.prev-(n-fromCur)
+		m.counter[st] = ws
+	case ratelimit.GCRA:
+		b := m.bucketNow(st, now, req.Policy)
+		if n > ceilRat(new(big.Rat).Quo(b.level, b.interval)) {
+			return ratelimit.Decision{}, false
+		}
+		b.level.Sub(b.level, new(big.Rat).Mul(big.NewRat(n, 1), b.interval))
+		if b.level.Sign() < 0 {
+			b.level.SetInt64(0)
+		}
+		b.at = now
+		m.gcra[st] = b
+	}
+	peek := req
+	peek.Cost = 1
+	return m.Peek(peek), true
+}
+
 func (m *Model) decide(req ratelimit.Request, record bool) ratelimit.Decision {
 	if req.Clock != ratelimit.CallerClock {
 		panic("conformance.Model: a request without the caller's time")
 	}
-	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		return m.takeFixed(req, record).Decision(req.Policy.Limit)
+	st, now := state{req.Key, req.Policy.Algorithm}, algorithm.Micros(req.Now)
+	var out algorithm.Outcome
+	switch req.Policy.Algorithm {
+	case ratelimit.FixedWindow:
+		out = m.decideFixed(st, now, req, record)
+	case ratelimit.SlidingWindowCounter:
+		out = m.decideCounter(st, now, req, record)
+	case ratelimit.GCRA:
+		out = m.decideGCRA(st, now, req, record)
+	default:
+		out = m.decideSliding(st, now, req, record)
 	}
-	return m.takeSliding(req, record).Decision(req.Policy.Limit)
+	return out.Decision(req.Policy.MaxCost())
 }
 
 // Reset forgets key under every algorithm.
 func (m *Model) Reset(key ratelimit.Key) {
 	for _, alg := range ratelimit.Algorithms() {
-		delete(m.logs, state{key, alg})
-		delete(m.fixed, state{key, alg})
+		st := state{key, alg}
+		delete(m.logs, st)
+		delete(m.fixed, st)
+		delete(m.counter, st)
+		delete(m.gcra, st)
 	}
 }
 
-func (m *Model) takeSliding(req ratelimit.Request, record bool) algorithm.Outcome {
-	st, now, window := state{req.Key, req.Policy.Algorithm}, algorithm.Micros(req.Now), algorithm.WindowMicros(req.Policy)
-	var in []int64 // the entries in the window
-	for _, t := range m.logs[st] {
-		if t > now-window {
-			in = append(in, t)
+func sum(es []entry) int64 {
+	n := int64(0)
+	for _, e := range es {
+		n += e.cost
+	}
+	return n
+}
+
+// slidingIn is the log's entries in the window at now, those later than now
+// moved to now.
+func (m *Model) slidingIn(st state, now, window int64) []entry {
+	var in []entry
+	for _, e := range m.logs[st] {
+		if e.at > now {
+			e.at = now
+		}
+		if e.at > now-window {
+			in = append(in, e)
 		}
 	}
-	if record { // a Take prunes; a peek leaves everything as it was
-		m.logs[st] = append([]int64(nil), in...)
-	}
-	sort.Slice(in, func(i, j int) bool { return in[i] < in[j] })
+	return in
+}
 
-	count, n, limit := len(in), req.Cost, req.Policy.Limit
+func (m *Model) decideSliding(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
+	window := algorithm.WindowMicros(req.Policy)
+	in := m.slidingIn(st, now, window)
+	if record { // a Take re-times and prunes; a peek leaves everything as it was
+		m.logs[st] = append([]entry(nil), in...)
+	}
+	sort.Slice(in, func(i, j int) bool { return in[i].at < in[j].at })
+	count, n, limit := sum(in), int64(req.Cost), int64(req.Policy.Limit)
 	out := algorithm.Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
 	switch {
-	case !out.Allowed && count+n-limit > count:
-		out.RetryAfter = window
 	case !out.Allowed:
-		out.RetryAfter = in[count+n-limit-1] + window - now
-	case record:
-		for i := 0; i < n; i++ {
-			m.logs[st] = append(m.logs[st], now)
-			in = append(in, now)
+		out.RetryAfter = window
+		// Walk the units from the oldest: the request fits once the k-th has left.
+		k := count + n - limit
+		for _, e := range in {
+			if k -= e.cost; k <= 0 {
+				out.RetryAfter = e.at + window - now
+				break
+			}
 		}
-		sort.Slice(in, func(i, j int) bool { return in[i] < in[j] })
-		out.Count = len(in)
+	case record:
+		m.logs[st] = append(m.logs[st], entry{now, n})
+		in = append(in, entry{now, n})
+		out.Count += n
 	}
 	if len(in) > 0 {
-		out.ResetAt = in[0] + window
+		out.ResetAt = in[0].at + window
 	}
 	return out
 }
 
-func (m *Model) takeFixed(req ratelimit.Request, record bool) algorithm.Outcome {
-	key, now, window := state{req.Key, req.Policy.Algorithm}, algorithm.Micros(req.Now), algorithm.WindowMicros(req.Policy)
-	st, ok := m.fixed[key]
-	start := now - ((now%window)+window)%window
-	if !ok || start > st.start {
-		st = fixedState{start: start}
+func (m *Model) hasFixed(st state) bool   { _, ok := m.fixed[st]; return ok }
+func (m *Model) hasCounter(st state) bool { _, ok := m.counter[st]; return ok }
+
+// alignedStart is the start of the fixed window holding now.
+func alignedStart(now, window int64) int64 {
+	return now - ((now%window)+window)%window
+}
+
+// fixedNow is the fixed window that now counts in.
+func fixedNow(ws windowState, now, window int64, ok bool) windowState {
+	start := alignedStart(now, window)
+	switch {
+	case !ok || start > ws.start:
+		return windowState{start: start}
+	case ws.start > now:
+		return windowState{start: start, count: ws.count}
 	}
-	n, limit := req.Cost, req.Policy.Limit
-	out := algorithm.Outcome{Allowed: st.count+n <= limit, Count: st.count, ResetAt: st.start + window, At: now}
-	if !out.Allowed {
+	return ws
+}
+
+func (m *Model) decideFixed(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
+	window := algorithm.WindowMicros(req.Policy)
+	old, ok := m.fixed[st]
+	ws := fixedNow(old, now, window, ok)
+	n, limit := int64(req.Cost), int64(req.Policy.Limit)
+	out := algorithm.Outcome{Allowed: ws.count+n <= limit, Count: ws.count, ResetAt: ws.start + window, At: now}
+	switch {
+	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
-	} else if record {
-		st.count += n
-		m.fixed[key] = st
-		out.Count = st.count
+		if record && ok && old.start > now {
+			m.fixed[st] = ws
+		}
+	case record:
+		ws.count += n
+		m.fixed[st] = ws
+		out.Count = ws.count
+	}
+	return out
+}
+
+// counterNow is the counter's state rolled forward to now.
+func counterNow(ws windowState, now, window int64, ok bool) windowState {
+	switch {
+	case !ok:
+		return windowState{start: alignedStart(now, window)}
+	case ws.start > now:
+		ws.start = alignedStart(now, window)
+	case now < ws.start+window:
+	case now < ws.start+2*window:
+		ws = windowState{start: ws.start + window, prev: ws.count}
+	default:
+		ws = windowState{start: alignedStart(now, window)}
+	}
+	return ws
+}
+
+// counterCount is the counter's count at now (ws already rolled to now's
+// window): the previous count weighed by the thousandths still covered,
+// both rounded up.
+func counterCount(ws windowState, now, window int64) int64 {
+	thousandths := ceilRat(big.NewRat((window-(now-ws.start))*1000, window))
+	return ceilRat(big.NewRat(ws.prev*thousandths, 1000)) + ws.count
+}
+
+// counterFits is the first time from now (within two windows) when
+// fits(count at that time) holds, with nothing else admitted: found by
+// binary search, as the count only falls while time passes.
+func counterFits(ws windowState, now, window int64, fits func(int64) bool) (int64, bool) {
+	at := func(t int64) int64 { return counterCount(counterNow(ws, t, window, true), t, window) }
+	lo, hi := now, ws.start+2*window
+	if !fits(at(hi)) {
+		return 0, false
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if fits(at(mid)) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, true
+}
+
+func (m *Model) decideCounter(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
+	window := algorithm.WindowMicros(req.Policy)
+	old, ok := m.counter[st]
+	ws := counterNow(old, now, window, ok)
+	n, limit := int64(req.Cost), int64(req.Policy.Limit)
+	count := counterCount(ws, now, window)
+	out := algorithm.Outcome{Allowed: count+n <= limit, Count: count, At: now}
+	switch {
+	case !out.Allowed:
+		t, _ := counterFits(ws, now, window, func(c int64) bool { return c+n <= limit })
+		out.RetryAfter = t - now
+		if record && ok && old.start > now {
+			m.counter[st] = ws
+		}
+	case record:
+		ws.count += n
+		m.counter[st] = ws
+		out.Count += n
+	}
+	out.ResetAt = now
+	if out.Count > 0 {
+		c := out.Count
+		out.ResetAt, _ = counterFits(ws, now, window, func(x int64) bool { return x < c })
+	}
+	return out
+}
+
+// ceilRat is ceil(r) for r >= 0.
+func ceilRat(r *big.Rat) int64 {
+	q, rem := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if rem.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
+}
+
+// bucketNow is the bucket at now under p, as written or drained since, in
+// p's terms.
+func (m *Model) bucketNow(st state, now int64, p ratelimit.Policy) bucketState {
+	interval := big.NewRat(algorithm.WindowMicros(p), int64(p.Limit))
+	b, ok := m.gcra[st]
+	if !ok || b.level.Sign() == 0 {
+		return bucketState{at: now, level: new(big.Rat), interval: interval}
+	}
+	level := new(big.Rat).Set(b.level)
+	if b.interval.Cmp(interval) != 0 { // another rate: as many requests, at most a burst
+		reqs := min(ceilRat(new(big.Rat).Quo(level, b.interval)), int64(p.Burst))
+		level.Mul(big.NewRat(reqs, 1), interval)
+	}
+	if now > b.at {
+		level.Sub(level, big.NewRat(now-b.at, 1))
+		if level.Sign() < 0 {
+			level.SetInt64(0)
+		}
+	}
+	return bucketState{at: now, level: level, interval: interval}
+}
+
+func (m *Model) decideGCRA(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
+	b := m.bucketNow(st, now, req.Policy)
+	old, ok := m.gcra[st]
+	cost := new(big.Rat).Mul(big.NewRat(int64(req.Cost), 1), b.interval)
+	capacity := new(big.Rat).Mul(big.NewRat(int64(req.Policy.Burst), 1), b.interval)
+	after := new(big.Rat).Add(b.level, cost)
+	out := algorithm.Outcome{Allowed: after.Cmp(capacity) <= 0, At: now}
+	level := b.level
+	switch {
+	case !out.Allowed:
+		out.RetryAfter = ceilRat(new(big.Rat).Sub(after, capacity))
+		if record && ok && old.level.Sign() > 0 && old.at > now {
+			m.gcra[st] = b
+		}
+	case record:
+		level = after
+		m.gcra[st] = bucketState{at: now, level: after, interval: b.interval}
+	}
+	out.Count = ceilRat(new(big.Rat).Quo(level, b.interval))
+	out.ResetAt = now
+	if out.Count > 0 { // when the level falls to count-1 requests' worth
+		below := new(big.Rat).Mul(big.NewRat(out.Count-1, 1), b.interval)
+		out.ResetAt = now + ceilRat(new(big.Rat).Sub(level, below))
 	}
 	return out
 }

@@ -7,30 +7,72 @@ import (
 	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
-// OverAdmissions counts the windows in which more than limit requests of one
-// key were admitted, given their times (µs, any order; one entry per unit of
-// cost): for a sliding window every interval of length window, counted once
-// per first request of such an interval; for a fixed window every aligned
-// window. A correct store gives 0. It sorts times.
-func OverAdmissions(times []int64, limit int, window int64, alg ratelimit.Algorithm) int {
+// OverAdmissions counts where a store admitted more than p allows, given the
+// times of one key's admissions (µs, any order; one entry per unit of cost)
+// under p held steady. A correct store gives 0. It sorts times. What p allows
+// depends on its algorithm:
+//   - SlidingWindow: at most Limit in any interval of one window, counted
+//     once per first request of such an interval;
+//   - FixedWindow: at most Limit in any aligned window, counted per window;
+//   - SlidingWindowCounter: at most Limit in any aligned window, and at most
+//     Limit + floor(p*e/Window) in the window ending at each admission, where
+//     e is how far that admission is into its aligned window and p the
+//     count of the aligned window before (the bound stated on
+//     ratelimit.SlidingWindowCounter), counted per admission;
+//   - GCRA: at most Burst + t*Limit/Window in any interval of length t,
+//     counted per pair of admissions that bound too many.
+func OverAdmissions(times []int64, p ratelimit.Policy) int {
 	slices.Sort(times)
+	limit, window := int64(p.Limit), algorithm.WindowMicros(p)
 	over := 0
-	if alg == ratelimit.FixedWindow {
-		for i := 0; i < len(times); {
-			start, n := algorithm.WindowStart(times[i], window), 0
-			for ; i < len(times) && algorithm.WindowStart(times[i], window) == start; i++ {
-				n++
-			}
-			if n > limit {
+	switch p.Algorithm {
+	case ratelimit.FixedWindow:
+		return overFixed(times, limit, window)
+	case ratelimit.SlidingWindowCounter:
+		over = overFixed(times, limit, window)
+		perWindow := map[int64]int64{}
+		for _, t := range times {
+			perWindow[algorithm.WindowStart(t, window)]++
+		}
+		for j, t := range times {
+			start := algorithm.WindowStart(t, window)
+			prev, e := perWindow[start-window], t-start
+			first, _ := slices.BinarySearch(times, t-window+1) // the interval (t-window, t]
+			if in := int64(j + 1 - first); in > limit+prev*e/window {
 				over++
 			}
 		}
-		return over
+	case ratelimit.GCRA:
+		burst := int64(p.Burst)
+		for i := range times {
+			for j := i; j < len(times); j++ {
+				// j-i+1 admissions in [times[i], times[j]]: at most burst + t*limit/window.
+				if (int64(j-i+1)-burst)*window > (times[j]-times[i])*limit {
+					over++
+				}
+			}
+		}
+	default:
+		// limit+1 requests fit in one window (t-window, t] iff the first and
+		// the last of them are less than a window apart.
+		for i := 0; i+p.Limit < len(times); i++ {
+			if times[i+p.Limit]-times[i] < window {
+				over++
+			}
+		}
 	}
-	// limit+1 requests fit in one window (t-window, t] iff the first and
-	// the last of them are less than a window apart.
-	for i := 0; i+limit < len(times); i++ {
-		if times[i+limit]-times[i] < window {
+	return over
+}
+
+// overFixed counts the aligned windows holding more than limit.
+func overFixed(times []int64, limit, window int64) int {
+	over := 0
+	for i := 0; i < len(times); {
+		start, n := algorithm.WindowStart(times[i], window), int64(0)
+		for ; i < len(times) && algorithm.WindowStart(times[i], window) == start; i++ {
+			n++
+		}
+		if n > limit {
 			over++
 		}
 	}

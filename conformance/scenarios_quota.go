@@ -59,11 +59,19 @@ func freesQuotaAsWindowPasses(t *testing.T, e *env) {
 	c.allow("user")
 	c.clock.Advance(599 * time.Millisecond)
 	d := c.allow("user")
-	require.False(t, d.Allowed, "1ms before the first request leaves")
-	require.Equal(t, time.Millisecond, d.RetryAfter)
-	c.clock.Advance(time.Millisecond)
-	d = c.allow("user")
-	require.True(t, d.Allowed, "the first request has left the window (or the fixed window ended)")
+	switch e.alg {
+	case ratelimit.SlidingWindow, ratelimit.FixedWindow:
+		require.False(t, d.Allowed, "1ms before the first request leaves")
+		require.Equal(t, time.Millisecond, d.RetryAfter)
+		c.clock.Advance(time.Millisecond)
+		d = c.allow("user")
+		require.True(t, d.Allowed, "the first request has left the window (or the fixed window ended)")
+	case ratelimit.SlidingWindowCounter:
+		require.False(t, d.Allowed, "2 in this window")
+		require.Equal(t, 501*time.Millisecond, d.RetryAfter, "the next window, once half of this one's 2 has slid out")
+	case ratelimit.GCRA:
+		require.True(t, d.Allowed, "999ms have drained almost 2 requests' worth")
+	}
 	c.clock.Advance(3 * time.Second)
 	d = c.peek("user")
 	require.Equal(t, 0, d.Count, "everything has left after a long pause")
@@ -83,10 +91,13 @@ func boundaryBurst(t *testing.T, e *env) {
 			admitted++
 		}
 	}
-	if e.alg == ratelimit.FixedWindow {
+	switch e.alg {
+	case ratelimit.FixedWindow:
 		require.Equal(t, 5, admitted, "a fixed window starts afresh at the boundary: 10 requests in 200ms")
-	} else {
-		require.Equal(t, 0, admitted, "a sliding window still holds the 5 requests of 200ms ago")
+	case ratelimit.GCRA:
+		require.Equal(t, 1, admitted, "200ms at 5 per second drain one request's worth")
+	default:
+		require.Equal(t, 0, admitted, "a sliding window (or the counter's estimate) still holds the 5 requests of 200ms ago")
 	}
 }
 
@@ -98,7 +109,11 @@ func remainingNeverNegative(t *testing.T, e *env) {
 	}
 	c.setPolicy(e.policy(2, time.Second))
 	d := c.peek("user")
-	require.Equal(t, 4, d.Count, "the history is kept across a policy change")
+	if e.alg == ratelimit.GCRA {
+		require.Equal(t, 2, d.Count, "a bucket under a new rate holds as many requests, at most a burst")
+	} else {
+		require.Equal(t, 4, d.Count, "the history is kept across a policy change")
+	}
 	require.Equal(t, 0, d.Remaining, "4 requests under a limit of 2: remaining is 0, not -2")
 }
 
@@ -164,23 +179,26 @@ func keysAreIsolated(t *testing.T, e *env) {
 	d, err := other.Allow(context.Background(), "user")
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Count, "another prefix")
-	otherAlg := ratelimit.SlidingWindow
-	if e.alg == ratelimit.SlidingWindow {
-		otherAlg = ratelimit.FixedWindow
+	for _, alg := range ratelimit.Algorithms() {
+		if alg == e.alg {
+			continue
+		}
+		l, err := ratelimit.New(e.newStore(t), policyOf(alg, 2, time.Minute),
+			ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now))
+		require.NoError(t, err)
+		d, err = l.Allow(context.Background(), "user")
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "%v keeps its own state for the same key", alg)
+		require.Equal(t, 1, d.Count, "%v", alg)
 	}
-	l, err := ratelimit.New(e.newStore(t), ratelimit.Policy{Limit: 2, Window: time.Minute, Algorithm: otherAlg},
-		ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now))
-	require.NoError(t, err)
-	d, err = l.Allow(context.Background(), "user")
-	require.NoError(t, err)
-	require.True(t, d.Allowed, "the other algorithm keeps its own state for the same key")
-	require.Equal(t, 1, d.Count)
 }
 
 func allowNConsumesCost(t *testing.T, e *env) {
 	c := e.checked(10, time.Second)
 	require.Equal(t, 4, c.allowN("user", 4).Count)
-	c.clock.Advance(100 * time.Millisecond)
+	if e.alg != ratelimit.GCRA { // where 100ms would drain one request's worth
+		c.clock.Advance(100 * time.Millisecond)
+	}
 	d := c.allowN("user", 7)
 	require.False(t, d.Allowed, "4+7 > 10")
 	require.Equal(t, 4, d.Count, "a denied AllowN records nothing")
@@ -194,23 +212,39 @@ func allowNConsumesCost(t *testing.T, e *env) {
 
 func retryAfterIsExact(t *testing.T, e *env) {
 	c := e.checked(3, time.Second)
-	c.allow("user") // t=0
-	c.clock.Advance(300 * time.Millisecond)
-	c.allow("user") // t=300ms
-	c.clock.Advance(300 * time.Millisecond)
-	c.allow("user") // t=600ms
-	c.clock.Advance(100 * time.Millisecond)
-	d := c.allow("user") // t=700ms
+	var d, d2 ratelimit.Decision
+	switch e.alg {
+	case ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.SlidingWindowCounter:
+		c.allow("user") // t=0
+		c.clock.Advance(300 * time.Millisecond)
+		c.allow("user") // t=300ms
+		c.clock.Advance(300 * time.Millisecond)
+		c.allow("user") // t=600ms
+		c.clock.Advance(100 * time.Millisecond)
+		d = c.allow("user") // t=700ms
+		d2 = c.allowN("user", 2)
+	case ratelimit.GCRA: // spaced requests would all fit: a burst first
+		c.allowN("user", 3)
+		c.clock.Advance(100 * time.Millisecond)
+		d = c.allow("user")
+		d2 = c.allowN("user", 2)
+	}
 	require.False(t, d.Allowed)
-	d2 := c.allowN("user", 2)
-	if e.alg == ratelimit.SlidingWindow {
+	switch e.alg {
+	case ratelimit.SlidingWindow:
 		require.Equal(t, 300*time.Millisecond, d.RetryAfter, "the oldest (t=0) leaves at 1s")
 		require.Equal(t, 600*time.Millisecond, d2.RetryAfter, "a cost of 2 waits for the second oldest (t=300ms), leaving at 1.3s")
-	} else {
+	case ratelimit.FixedWindow:
 		require.Equal(t, 300*time.Millisecond, d.RetryAfter, "the fixed window ends at 1s")
 		require.Equal(t, 300*time.Millisecond, d2.RetryAfter)
+	case ratelimit.SlidingWindowCounter:
+		require.Equal(t, 634*time.Millisecond, d.RetryAfter, "in the next window, once ceil(3*k/1000) <= 2: k <= 666, 334ms in")
+		require.Equal(t, 967*time.Millisecond, d2.RetryAfter, "cost 2: k <= 333, 667ms in")
+	case ratelimit.GCRA:
+		require.Equal(t, 233334*time.Microsecond, d.RetryAfter, "one interval (333333.3µs) drains from full, 100ms of it already, rounded up")
+		require.Equal(t, 566667*time.Microsecond, d2.RetryAfter, "two intervals")
 	}
-	require.Equal(t, c.clock.Now().Add(d.RetryAfter), d.ResetAt, "the oldest request leaves / the window ends")
+	require.Equal(t, c.clock.Now().Add(d.RetryAfter), d.ResetAt, "quota next frees when the request would fit")
 	c.clock.Advance(d.RetryAfter - time.Microsecond)
 	require.False(t, c.allow("user").Allowed, "1µs before retry-after")
 	c.clock.Advance(time.Microsecond)
@@ -227,5 +261,8 @@ func sameMicrosecond(t *testing.T, e *env) {
 	require.False(t, d.Allowed, "every request at one instant was counted")
 	require.Equal(t, limit, d.Count)
 	c.clock.Advance(time.Second)
+	if e.alg == ratelimit.SlidingWindowCounter {
+		c.clock.Advance(time.Second) // the previous window's count weighs through the next
+	}
 	require.Equal(t, limit, c.allowN("user", limit).Count, "all left together")
 }

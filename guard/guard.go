@@ -168,6 +168,9 @@ func New(primary ratelimit.Store, opts ...Option) (*Store, error) {
 		instances := c.instances
 		s.share = func(p ratelimit.Policy) ratelimit.Policy {
 			p.Limit = max(1, p.Limit/instances)
+			if p.Burst > 0 {
+				p.Burst = max(1, p.Burst/instances)
+			}
 			return p
 		}
 	}
@@ -180,10 +183,16 @@ func judge(ctx context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return success
-	case callerGone(ctx, err), errors.Is(err, errors.ErrUnsupported):
+	case callerGone(ctx, err), answered(err):
 		return excluded
 	}
 	return failure
+}
+
+// answered reports an error that is the store's answer, not its failure: a
+// refund of more than is in use, a call the store does not support.
+func answered(err error) bool {
+	return errors.Is(err, ratelimit.ErrInvalidCost) || errors.Is(err, errors.ErrUnsupported)
 }
 
 // InProcess implements ratelimit.InProcessStore: a guard is in process when
@@ -212,6 +221,21 @@ func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	return s.decide(ctx, req, ratelimit.Store.Peek)
 }
 
+// Refund implements ratelimit.RefundStore: the primary refunds through the
+// breaker, or the fallback refunds what it holds while the primary cannot.
+// A store that cannot refund answers errors.ErrUnsupported.
+func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, refund)
+}
+
+func refund(st ratelimit.Store, ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	rs, ok := st.(ratelimit.RefundStore)
+	if !ok {
+		return ratelimit.Decision{}, fmt.Errorf("guard: %T cannot refund: %w", st, errors.ErrUnsupported)
+	}
+	return rs.Refund(ctx, req)
+}
+
 type call func(ratelimit.Store, context.Context, ratelimit.Request) (ratelimit.Decision, error)
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (ratelimit.Decision, error) {
@@ -224,7 +248,7 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (rat
 	}
 	d, err := do(s.primary, ctx, req)
 	s.breaker.done(probe, judge(ctx, err))
-	if err == nil || callerGone(ctx, err) {
+	if err == nil || callerGone(ctx, err) || answered(err) {
 		return d, err
 	}
 	return s.local(ctx, req, do, err)

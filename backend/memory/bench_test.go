@@ -18,7 +18,7 @@ import (
 // side by side with the other backends.
 func BenchmarkAllow(b *testing.B) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
-		p := ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}
+		p := ratelimit.NewPolicy(alg, 100, time.Second)
 		b.Run(alg.String()+"/store-clock", func(b *testing.B) {
 			s := New()
 			defer s.Close()

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // FuzzMatchesTheModel drives the memory store and the reference model with
-// the same sequence of Allow, AllowN, Peek, Reset and SetPolicy calls and
+// the same sequence of Allow, AllowN, Peek, Refund, Reset and SetPolicy calls
+// (every algorithm) and
 // clock steps (forwards and back), decoded from the input, and requires
 // identical decisions. Two Limiters with different prefixes share the store
 // and the keys, as the store holds one entry per key for all of them. go test
@@ -26,7 +28,8 @@ func FuzzMatchesTheModel(f *testing.F) {
 		prefixes := []string{ratelimit.DefaultPrefix, "other:"}
 		var limiters []*ratelimit.Limiter
 		for _, prefix := range prefixes {
-			l, err := ratelimit.New(s, ratelimit.Policy{Limit: 3, Window: 100 * time.Millisecond}, clock, ratelimit.WithPrefix(prefix))
+			l, err := ratelimit.New(s, ratelimit.Policy{Limit: 3, Window: 100 * time.Millisecond}, clock, ratelimit.WithPrefix(prefix),
+				ratelimit.WithRetention(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,11 +49,22 @@ func FuzzMatchesTheModel(f *testing.F) {
 			var want ratelimit.Decision
 			var err error
 			switch op % 8 {
-			case 0, 1: // Allow
+			case 0: // Allow
 				want = model.Take(req)
 				got, err = l.Allow(ctx, key)
+			case 1: // Refund
+				req.Cost = 1 + arg%p.MaxCost()
+				var ok bool
+				want, ok = model.Refund(req)
+				got, err = l.Refund(ctx, key, req.Cost)
+				if !ok {
+					if !errors.Is(err, ratelimit.ErrInvalidCost) {
+						t.Fatalf("op %d: a refund of %d on %q%q: %v, want ErrInvalidCost", i/2, req.Cost, prefixes[which], key, err)
+					}
+					continue
+				}
 			case 2: // AllowN
-				req.Cost = 1 + arg%p.Limit
+				req.Cost = 1 + arg%p.MaxCost()
 				want = model.Take(req)
 				got, err = l.AllowN(ctx, key, req.Cost)
 			case 3: // Peek
@@ -63,7 +77,10 @@ func FuzzMatchesTheModel(f *testing.F) {
 				}
 				continue
 			case 5: // SetPolicy
-				np := ratelimit.Policy{Limit: 1 + arg%6, Window: time.Duration(1+arg%250) * time.Millisecond, Algorithm: ratelimit.Algorithm(arg / 128)}
+				np := ratelimit.Policy{Limit: 1 + arg%6, Window: time.Duration(1+arg%250) * time.Millisecond, Algorithm: ratelimit.Algorithm(arg / 64)}
+				if np.Algorithm == ratelimit.GCRA {
+					np.Burst = 1 + arg%5
+				}
 				if err := l.SetPolicy(np); err != nil {
 					t.Fatal(err)
 				}

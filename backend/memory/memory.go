@@ -10,13 +10,18 @@
 // ratelimit.MultiStore: TakeAll decides any requests together, under the
 // locks of their shards.
 //
-// The number of keys is bounded (WithMaxKeys). A background sweeper drops
-// keys whose windows have all passed, which loses nothing. When the bound is
-// reached while the least recently used keys are still inside their windows,
-// the store evicts one (forgetting its history: ActiveEvictions counts them)
-// or, WithWhenFull(RefuseNewKeys), refuses the new key with ErrFull so that
-// the Limiter's failure mode decides. Size the bound above the number of keys
-// active within one window.
+// The store is bounded twice: by keys (WithMaxKeys) and by the entries of
+// sliding logs (WithMaxEntries), which hold one entry per admitted request
+// in the window; the other algorithms hold O(1) state per key. The worst case
+// is therefore about MaxKeys*300 bytes plus MaxEntries*16 bytes: 30 MB plus
+// 160 MB with the defaults. A background sweeper drops keys whose state has
+// expired (its window, or the Limiter's retention, has passed since its last
+// write, on the store's clock), which loses nothing. When a bound is reached
+// while the least recently used keys are still in use, the store evicts one
+// (forgetting its history: ActiveEvictions counts them) or,
+// WithWhenFull(RefuseNewKeys), refuses the new key with ErrFull so that the
+// Limiter's failure mode decides. Size the bounds above what is active
+// within one window.
 package memory
 
 import (
@@ -39,6 +44,10 @@ import (
 // otherwise.
 const DefaultMaxKeys = 100_000
 
+// DefaultMaxEntries bounds the sliding-log entries a Store holds unless
+// WithMaxEntries says otherwise: 16 bytes each.
+const DefaultMaxEntries = 10_000_000
+
 // DefaultSweepInterval is how often idle keys are dropped unless
 // WithSweepInterval says otherwise.
 const DefaultSweepInterval = time.Minute
@@ -59,12 +68,14 @@ type Store struct {
 }
 
 type shard struct {
-	mu       sync.Mutex
-	keys     *simplelru.LRU[string, *entry]
-	capacity int
-	refuse   bool          // WhenFull is RefuseNewKeys
-	stats    *stats        // the store's
-	_        [64 - 40]byte // one shard per cache line: no false sharing of locks
+	mu         sync.Mutex
+	keys       *simplelru.LRU[string, *entry]
+	capacity   int
+	entries    int // log entries held
+	maxEntries int
+	refuse     bool          // WhenFull is RefuseNewKeys
+	stats      *stats        // the store's
+	_          [64 - 56]byte // one shard per cache line: no false sharing of locks
 }
 
 // stats counts what the key bound did.
@@ -91,16 +102,24 @@ type slot struct {
 	state
 }
 
+// state is a key's state under one algorithm: only that algorithm's field
+// is used.
 type state struct {
 	log     algorithm.Log
-	counter algorithm.Counter
-	// idleAt is when the state holds nothing in its window any more, under
-	// the window it was last written with (µs).
-	idleAt int64
+	fixed   algorithm.Fixed
+	counter algorithm.SlidingCounter
+	bucket  algorithm.Bucket
+	// expireAt is when the state may be dropped, on the store's clock (µs):
+	// its life (or the request's retention) after its last write, as a
+	// server's TTL counts. One clock decides what may be dropped, whatever
+	// clock the requests are decided on.
+	expireAt int64
 }
 
 // empty reports whether the state holds no history.
-func (st *state) empty() bool { return st.log.Len() == 0 && st.counter.Empty() }
+func (st *state) empty() bool {
+	return st.log.Empty() && st.fixed.Empty() && st.counter.Empty() && st.bucket.Empty()
+}
 
 func newEntry() *entry {
 	e := &entry{}
@@ -118,14 +137,24 @@ func (e *entry) slot(prefix string, alg ratelimit.Algorithm) *slot {
 	return nil
 }
 
-// idle reports whether every state of the key holds nothing at now.
+// idle reports whether every state of the key has expired at now (the
+// store's clock).
 func (e *entry) idle(now int64) bool {
 	for i := range e.slots {
-		if e.slots[i].idleAt > now {
+		if e.slots[i].expireAt > now {
 			return false
 		}
 	}
 	return true
+}
+
+// entries is the number of log entries the key holds.
+func (e *entry) entries() int {
+	n := 0
+	for i := range e.slots {
+		n += e.slots[i].log.Len()
+	}
+	return n
 }
 
 // Option configures a Store.
@@ -134,6 +163,7 @@ type Option func(*config)
 type config struct {
 	whenFull   WhenFull
 	maxKeys    int
+	maxEntries int
 	shards     int
 	clock      func() time.Time
 	sweepEvery time.Duration
@@ -143,6 +173,13 @@ type config struct {
 // bound is split over the shards, so a shard may evict while others have
 // room; the store never holds more than n keys.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+
+// WithMaxEntries bounds the entries of the sliding logs held, over all keys
+// (default DefaultMaxEntries): an entry per admitted request still in its
+// window, 16 bytes. The bound is split over the shards like WithMaxKeys';
+// a shard over it evicts its least recently used keys, never the one being
+// decided.
+func WithMaxEntries(n int) Option { return func(c *config) { c.maxEntries = n } }
 
 // WhenFull says what a full store does with a new key.
 type WhenFull uint8
@@ -186,7 +223,7 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	c := config{maxKeys: DefaultMaxKeys, shards: max(64, 16*runtime.GOMAXPROCS(0)), sweepEvery: DefaultSweepInterval}
+	c := config{maxKeys: DefaultMaxKeys, maxEntries: DefaultMaxEntries, shards: max(64, 16*runtime.GOMAXPROCS(0)), sweepEvery: DefaultSweepInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -210,6 +247,7 @@ func New(opts ...Option) *Store {
 			panic(err) // only for a non-positive size, excluded above
 		}
 		s.shards[i].keys, s.shards[i].capacity = lru, capacity
+		s.shards[i].maxEntries = max(1, c.maxEntries/n)
 		s.shards[i].refuse, s.shards[i].stats = c.whenFull == RefuseNewKeys, &s.stats
 	}
 	if s.sweepEvery > 0 {
@@ -235,20 +273,35 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	}
 	sh := s.shard(req.Key.ID)
 	sh.mu.Lock()
-	out, err := sh.decide(&req, s.now(&req), true)
+	now, storeNow := s.now(&req)
+	out, err := sh.decide(&req, now, storeNow, take)
 	sh.mu.Unlock()
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return out.Decision(req.Policy.Limit), nil
+	return out.Decision(req.Policy.MaxCost()), nil
 }
 
 // Peek implements ratelimit.Store.
 func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, &req, false)
+	return s.decide(ctx, &req, peek)
 }
 
-func (s *Store) decide(ctx context.Context, req *ratelimit.Request, record bool) (ratelimit.Decision, error) {
+// Refund implements ratelimit.RefundStore.
+func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, &req, refund)
+}
+
+// op is what a decision does.
+type op uint8
+
+const (
+	peek op = iota
+	take
+	refund
+)
+
+func (s *Store) decide(ctx context.Context, req *ratelimit.Request, o op) (ratelimit.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -256,12 +309,13 @@ func (s *Store) decide(ctx context.Context, req *ratelimit.Request, record bool)
 	sh.mu.Lock()
 	// The store's clock is read under the lock, so that the decisions on a
 	// key are made in the order of their times, as on a server.
-	out, err := sh.decide(req, s.now(req), record)
+	now, storeNow := s.now(req)
+	out, err := sh.decide(req, now, storeNow, o)
 	sh.mu.Unlock()
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return out.Decision(req.Policy.Limit), nil
+	return out.Decision(req.Policy.MaxCost()), nil
 }
 
 // TakeAll implements ratelimit.MultiStore: the shards of every request are
@@ -285,25 +339,25 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
-	now := s.micros() // one instant for the requests on the store's clock
+	storeNow := s.micros() // one instant for the requests on the store's clock
 	at := func(req ratelimit.Request) int64 {
 		if req.Clock == ratelimit.CallerClock {
 			return algorithm.Micros(req.Now)
 		}
-		return now
+		return storeNow
 	}
 	outs := make([]algorithm.Outcome, len(reqs))
 	all := true
 	var err error
 	for i, req := range reqs {
-		outs[i], _ = s.shard(req.Key.ID).decide(&reqs[i], at(req), false) // a peek stores nothing: never refused
+		outs[i], _ = s.shard(req.Key.ID).decide(&reqs[i], at(req), storeNow, peek) // a peek stores nothing: never refused
 		all = all && outs[i].Allowed
 	}
 	for i := 0; all && i < len(reqs) && err == nil; i++ {
 		// A full store refusing a new key (RefuseNewKeys) may do so after
 		// an earlier request of the batch was recorded: the error is
 		// returned all the same.
-		outs[i], err = s.shard(reqs[i].Key.ID).decide(&reqs[i], at(reqs[i]), true)
+		outs[i], err = s.shard(reqs[i].Key.ID).decide(&reqs[i], at(reqs[i]), storeNow, take)
 	}
 	for _, i := range shards {
 		s.shards[i].mu.Unlock()
@@ -313,35 +367,40 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
 	for i, out := range outs {
-		ds[i] = out.Decision(reqs[i].Policy.Limit)
+		ds[i] = out.Decision(reqs[i].Policy.MaxCost())
 	}
 	return ds, nil
 }
 
-// now is the time req is decided at, µs.
-func (s *Store) now(req *ratelimit.Request) int64 {
+// now is the time req is decided at and the store's time, µs.
+func (s *Store) now(req *ratelimit.Request) (now, storeNow int64) {
+	storeNow = s.micros()
 	if req.Clock == ratelimit.CallerClock {
-		return algorithm.Micros(req.Now)
+		return algorithm.Micros(req.Now), storeNow
 	}
-	return s.micros()
+	return storeNow, storeNow
 }
 
-// decide decides req at now on the shard, whose lock is held.
-func (sh *shard) decide(req *ratelimit.Request, now int64, record bool) (algorithm.Outcome, error) {
-	window, limit, alg := algorithm.WindowMicros(req.Policy), req.Policy.Limit, req.Policy.Algorithm
+// decide does o for req at now on the shard, whose lock is held; storeNow
+// is the store's clock, which expiry is kept on.
+func (sh *shard) decide(req *ratelimit.Request, now, storeNow int64, o op) (algorithm.Outcome, error) {
+	alg := req.Policy.Algorithm
 	e, ok := sh.keys.Peek(req.Key.ID)
 	var sl *slot
 	if ok {
 		sl = e.slot(req.Key.Prefix, alg)
 	}
 	if sl == nil {
-		if !record { // a peek at an unknown state: nothing to store
+		if o != take { // nothing stored: nothing to write
 			var empty state
-			return empty.decide(alg, now, window, limit, req.Cost, false), nil
+			if o == refund {
+				return algorithm.Outcome{}, overRefund(req, 0)
+			}
+			return empty.decide(req, now, peek), nil
 		}
 		if !ok {
 			e = newEntry()
-			if !sh.add(req.Key.ID, e, now) {
+			if !sh.add(req.Key.ID, e, storeNow) {
 				return algorithm.Outcome{}, fmt.Errorf("%w (%d keys in this shard)", ErrFull, sh.capacity)
 			}
 		}
@@ -349,28 +408,109 @@ func (sh *shard) decide(req *ratelimit.Request, now int64, record bool) (algorit
 		sl = &e.slots[len(e.slots)-1]
 	}
 	e.used = true
-	return sl.decide(alg, now, window, limit, req.Cost, record), nil
+	if o == peek {
+		return sl.decide(req, now, peek), nil
+	}
+	held := sl.log.Len()
+	var out algorithm.Outcome
+	if o == refund {
+		var ok bool
+		if out, ok = sl.refund(req, now); !ok {
+			return out, overRefund(req, sl.decide(req, now, peek).Count)
+		}
+	} else {
+		out = sl.decide(req, now, take)
+	}
+	life := sl.life(req, now)
+	sl.expireAt = max(sl.expireAt, storeNow+max(life, req.Retention().Microseconds()))
+	if grown := sl.log.Len() - held; grown != 0 {
+		sh.entries += grown
+		if grown > 0 && sh.entries > sh.maxEntries {
+			sh.shed(req.Key.ID, storeNow)
+		}
+	}
+	return out, nil
 }
 
-func (st *state) decide(alg ratelimit.Algorithm, now, window int64, limit, cost int, record bool) algorithm.Outcome {
-	if alg == ratelimit.FixedWindow {
-		if !record {
-			return st.counter.Peek(now, window, limit, cost)
+// overRefund is the error of a refund of more than the held quota.
+func overRefund(req *ratelimit.Request, held int64) error {
+	return fmt.Errorf("%w: a refund of %d, and %q holds %d", ratelimit.ErrInvalidCost, req.Cost, req.Key.ID, held)
+}
+
+// decide decides req at now (a peek or a take) under its algorithm.
+func (st *state) decide(req *ratelimit.Request, now int64, o op) algorithm.Outcome {
+	r, n := algorithm.RateOf(req.Policy), int64(req.Cost)
+	switch req.Policy.Algorithm {
+	case ratelimit.FixedWindow:
+		if o == peek {
+			return st.fixed.Peek(now, r, n)
 		}
-		out := st.counter.Take(now, window, limit, cost)
-		if !st.counter.Empty() {
-			st.idleAt = st.counter.End(window)
+		return st.fixed.Take(now, r, n)
+	case ratelimit.SlidingWindowCounter:
+		if o == peek {
+			return st.counter.Peek(now, r, n)
 		}
-		return out
+		return st.counter.Take(now, r, n)
+	case ratelimit.GCRA:
+		if o == peek {
+			return st.bucket.Peek(now, r, n)
+		}
+		return st.bucket.Take(now, r, n)
 	}
-	if !record {
-		return st.log.Peek(now, window, limit, cost)
+	if o == peek {
+		return st.log.Peek(now, r, n)
 	}
-	out := st.log.Take(now, window, limit, cost)
-	if newest, ok := st.log.Newest(); ok {
-		st.idleAt = newest + window
+	return st.log.Take(now, r, n)
+}
+
+func (st *state) refund(req *ratelimit.Request, now int64) (algorithm.Outcome, bool) {
+	r, n := algorithm.RateOf(req.Policy), int64(req.Cost)
+	switch req.Policy.Algorithm {
+	case ratelimit.FixedWindow:
+		return st.fixed.Refund(now, r, n)
+	case ratelimit.SlidingWindowCounter:
+		return st.counter.Refund(now, r, n)
+	case ratelimit.GCRA:
+		return st.bucket.Refund(now, r, n)
 	}
-	return out
+	return st.log.Refund(now, r, n)
+}
+
+// life is how long after now (µs, on the request's clock) the state still
+// matters under req's policy.
+func (st *state) life(req *ratelimit.Request, now int64) int64 {
+	r := algorithm.RateOf(req.Policy)
+	switch req.Policy.Algorithm {
+	case ratelimit.FixedWindow:
+		return st.fixed.Life(now, r)
+	case ratelimit.SlidingWindowCounter:
+		return st.counter.Life(now, r)
+	case ratelimit.GCRA:
+		return st.bucket.Life(now, r)
+	}
+	return st.log.Life(now, r)
+}
+
+// shed evicts least recently used keys, never keep, until the shard's log
+// entries are within its bound.
+func (sh *shard) shed(keep string, now int64) {
+	for i := sh.keys.Len(); i > 0 && sh.entries > sh.maxEntries; i-- {
+		k, v, _ := sh.keys.GetOldest()
+		if k == keep {
+			sh.keys.Get(k) // to the front
+			continue
+		}
+		if !v.idle(now) {
+			sh.stats.activeEvictions.Add(1)
+		}
+		sh.remove(k, v)
+	}
+}
+
+// remove drops key, whose entry is v.
+func (sh *shard) remove(key string, v *entry) {
+	sh.entries -= v.entries()
+	sh.keys.Remove(key)
 }
 
 // Reset implements ratelimit.Store: it drops the key's state under every
@@ -386,13 +526,15 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
 	if !ok {
 		return nil
 	}
+	held := e.entries()
 	e.slots = slices.DeleteFunc(e.slots, func(sl slot) bool { return sl.prefix == key.Prefix })
+	sh.entries -= held - e.entries()
 	for i := range e.slots {
 		if !e.slots[i].empty() {
 			return nil
 		}
 	}
-	sh.keys.Remove(key.ID)
+	sh.remove(key.ID, e)
 	return nil
 }
 
@@ -442,7 +584,8 @@ func (sh *shard) add(key string, e *entry, now int64) bool {
 			}
 			sh.stats.activeEvictions.Add(1)
 		}
-		sh.keys.RemoveOldest()
+		k, v, _ := sh.keys.GetOldest()
+		sh.remove(k, v)
 	}
 	sh.keys.Add(key, e)
 	return true
@@ -484,7 +627,7 @@ func (s *Store) Sweep() int {
 		sh.mu.Lock()
 		for _, k := range sh.keys.Keys() {
 			if e, ok := sh.keys.Peek(k); ok && e.idle(now) {
-				sh.keys.Remove(k)
+				sh.remove(k, e)
 				dropped++
 			}
 		}

@@ -131,7 +131,7 @@ func TestWarmKeyDoesNotAllocate(t *testing.T) {
 	defer s.Close()
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-		l := newLimiter(t, s, ratelimit.Policy{Limit: 100, Window: time.Second, Algorithm: alg}, clock.Now)
+		l := newLimiter(t, s, ratelimit.NewPolicy(alg, 100, time.Second), clock.Now)
 		ctx := context.Background()
 		allocs := testing.AllocsPerRun(10_000, func() {
 			clock.now = clock.now.Add(3 * time.Millisecond) // admits and prunes in turn

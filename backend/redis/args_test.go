@@ -18,14 +18,15 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 		{Policy: ratelimit.PerMinute(100), Cost: 1},
 		{Policy: ratelimit.Policy{Limit: 7, Window: 1500 * time.Microsecond, Algorithm: ratelimit.FixedWindow}, Cost: 7,
 			Clock: ratelimit.CallerClock, Now: time.UnixMicro(1_700_000_000_123_456)},
-		{Policy: ratelimit.PerHour(100_000), Cost: 3},
+		{Policy: ratelimit.Policy{Limit: 100_000, Window: time.Hour, Algorithm: ratelimit.SlidingWindowCounter}, Cost: 3, Retain: 2 * time.Hour},
+		{Policy: ratelimit.TokenBucket(3, time.Second, 5), Cost: 2},
 	} {
-		for _, record := range []bool{true, false} {
+		for _, op := range []script.Op{script.Take, script.Peek, script.Refund} {
 			var got []string
-			for _, a := range s.args.For(req, record) {
+			for _, a := range s.args.For(req, op) {
 				got = append(got, fmt.Sprint(a))
 			}
-			require.Equal(t, script.Args(req, record), got)
+			require.Equal(t, script.Args(req, op), got)
 		}
 	}
 }

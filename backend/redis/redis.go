@@ -136,19 +136,24 @@ func (s *Store) capped(ctx context.Context) (context.Context, context.CancelFunc
 
 // Take implements ratelimit.Store: one EVALSHA.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, true)
+	return s.decide(ctx, req, script.Take)
 }
 
 // Peek implements ratelimit.Store: one EVALSHA that writes nothing.
 func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, false)
+	return s.decide(ctx, req, script.Peek)
 }
 
-func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (d ratelimit.Decision, err error) {
+// Refund implements ratelimit.RefundStore: one EVALSHA.
+func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, script.Refund)
+}
+
+func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/redis", &err)
-	reply, err := s.run(ctx, script.Keys(req), s.args.For(req, record))
+	reply, err := s.run(ctx, script.Keys(req), s.args.For(req, op))
 	if err == nil {
-		d, err = script.Decision(reply, req.Policy.Limit)
+		d, err = script.Decision(reply, req.Policy.MaxCost())
 	}
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)

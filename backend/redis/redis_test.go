@@ -94,7 +94,7 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 	c.AddHook(hook)
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
-		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: 5, Window: time.Minute, Algorithm: alg})
+		l := newLimiter(t, redis.New(c), ratelimit.NewPolicy(alg, 5, time.Minute))
 		_, err := l.Allow(ctx, "warm-up") // loads the script (NOSCRIPT, then EVAL) once
 		require.NoError(t, err)
 		const decisions = 20
@@ -180,11 +180,11 @@ func TestMemoryOfAFullKey(t *testing.T) {
 		}
 		keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix(t), ID: key}, Policy: l.Policy()})
 		require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
-		issued, err := c.Get(ctx, keys[1]).Int()
+		issued, err := c.HGet(ctx, keys[1], "n").Int()
 		require.NoError(t, err)
 		require.Greater(t, issued, 4096, "the ids have gone round")
-		log, seq := c.MemoryUsage(ctx, keys[0]).Val(), c.MemoryUsage(ctx, keys[1]).Val()
-		t.Logf("limit %d: MEMORY USAGE %d B for the log, %d B for its counter", limit, log, seq)
+		log, meta := c.MemoryUsage(ctx, keys[0]).Val(), c.MemoryUsage(ctx, keys[1]).Val()
+		t.Logf("limit %d: MEMORY USAGE %d B for the log, %d B for its meta", limit, log, meta)
 		if limit == 100 {
 			require.LessOrEqual(t, log, int64(1500), "a full key at limit 100")
 		}

@@ -87,19 +87,24 @@ func New(client vk.Client) *Store {
 
 // Take implements ratelimit.Store: one EVALSHA.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, true)
+	return s.decide(ctx, req, script.Take)
 }
 
 // Peek implements ratelimit.Store: one EVALSHA that writes nothing.
 func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, false)
+	return s.decide(ctx, req, script.Peek)
 }
 
-func (s *Store) decide(ctx context.Context, req ratelimit.Request, record bool) (d ratelimit.Decision, err error) {
+// Refund implements ratelimit.RefundStore: one EVALSHA.
+func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return s.decide(ctx, req, script.Refund)
+}
+
+func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/valkey", &err)
-	reply, err := s.exec(ctx, script.Keys(req), s.args.For(req, record))
+	reply, err := s.exec(ctx, script.Keys(req), s.args.For(req, op))
 	if err == nil {
-		d, err = script.Decision(reply, req.Policy.Limit)
+		d, err = script.Decision(reply, req.Policy.MaxCost())
 	}
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", err)

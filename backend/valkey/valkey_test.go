@@ -70,7 +70,7 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	defer rc.Close()
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
-		p := ratelimit.Policy{Limit: 4, Window: time.Hour, Algorithm: alg} // no fixed window ends mid-test
+		p := ratelimit.NewPolicy(alg, 4, time.Hour) // no fixed window ends mid-test
 		viaValkey, viaRedis := limiter(t, valkey.New(client(t)), p), limiter(t, redis.New(rc), p)
 		for i := 1; i <= 4; i++ {
 			l := viaValkey

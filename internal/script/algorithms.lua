@@ -1,74 +1,294 @@
 -- The algorithms, one function each (the rules: package algorithm). Each
--- decides a request of cost at now (µs) under limit per window (µs), records
--- it only when record is true and it is admitted, and returns allowed
--- (boolean), count, reset_at (µs) and retry_after (µs). Writes set a TTL of
--- the window plus slack (ms). Times are integers below 2^53: exact as Lua
--- numbers, and redis.call passes numbers on exactly.
+-- decides a request of cost at now (µs) under its policy, for op 'take',
+-- 'peek' or 'refund', and returns allowed (1 | 0; 2 for a refused refund),
+-- count, reset_at (µs) and retry_after (µs). A refund returns what a peek of
+-- cost 1 says afterwards. Writes set a TTL of the state's life or the
+-- retention (ms), whichever is longer, plus slack (ms). Every number stays
+-- an integer below 2^53: exact as a Lua number; numbers written into strings
+-- are formatted with %.0f, exact too.
 
--- The time of the k-th oldest entry of log later than cutoff.
-local function nth(log, cutoff, k)
-  local e = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-  return tonumber(e[2])
+local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
+
+local function aligned(now, window)
+  local r = math.fmod(now, window) -- exact, unlike a - floor(a/b)*b
+  if r < 0 then r = r + window end
+  return now - r
+end
+
+-- ttl is the TTL (ms) of state that matters for life µs more.
+local function ttl(life, retain, slack)
+  return math.max(ceildiv(math.max(life, 0), 1000), retain) + slack
 end
 
 -- Sliding-window log.
--- log  a sorted set of entries scored by their time
--- seq  the counter that names entries (same hash tag as log)
-local function sliding(log, seq, now, limit, window, cost, record, slack)
+-- log   a sorted set of entries scored by their time; a member is "id" for
+--       a request of cost 1, "id:cost" otherwise
+-- meta  a hash: n = the counter that names entries, x = the sum of cost-1
+--       over the entries, t = the newest entry's time
+local function cost_of(member)
+  local c = string.match(member, ':(%d+)$')
+  if c then return tonumber(c) end
+  return 1
+end
+
+-- add_entry records an entry of cost at score under a fresh member.
+-- Members are small integers, compact in a listpack, unique among the
+-- entries: the counter proposes the next id in [1, span], and ZADD NX moves
+-- on past a member still in use (span > limit >= entries).
+local function add_entry(log, meta, score, cost, limit)
+  local span = math.max(4096, 2 * limit)
+  local id = redis.call('HINCRBY', meta, 'n', 1)
+  local member
+  repeat
+    id = id % span + 1
+    member = tostring(id)
+    if cost > 1 then member = member .. ':' .. cost end
+  until redis.call('ZADD', log, 'NX', score, member) == 1
+end
+
+local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
-  local count
-  if record then
-    redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
-    count = redis.call('ZCARD', log)
-  else
-    count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') -- a peek writes nothing
+  local m = redis.call('HMGET', meta, 'x', 't')
+  local extra, newest = tonumber(m[1]) or 0, tonumber(m[2])
+
+  -- stale_extra is the part of extra held by the entries at or before cutoff.
+  local function stale_extra()
+    local x = 0
+    if extra > 0 then
+      for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
+        x = x + cost_of(member) - 1
+      end
+    end
+    return x
   end
-  local allowed = count + cost <= limit
+  local count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra()
+
+  if op == 'refund' and cost > count then return 2, count, 0, 0 end
+  if op ~= 'peek' then -- a take or a refund writes: re-time the future, prune
+    if newest and newest > now then
+      local future = redis.call('ZRANGEBYSCORE', log, string.format('(%.0f', now), '+inf')
+      for i = 1, #future, 256 do
+        local args = {}
+        for j = i, math.min(i + 255, #future) do
+          args[#args + 1] = now
+          args[#args + 1] = future[j]
+        end
+        redis.call('ZADD', log, 'XX', unpack(args))
+      end
+      redis.call('HSET', meta, 't', now)
+    end
+    local pruned = stale_extra()
+    if pruned > 0 then
+      extra = extra - pruned
+      redis.call('HSET', meta, 'x', extra)
+    end
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  end
+
+  local ttl_ms = ttl(window, retain, slack)
+  if op == 'refund' then -- drop the newest units
+    local n = cost
+    while n > 0 do
+      local top = redis.call('ZREVRANGE', log, 0, 0, 'WITHSCORES')
+      local member, c = top[1], cost_of(top[1])
+      redis.call('ZREM', log, member)
+      if c > n then
+        add_entry(log, meta, top[2], c - n, limit)
+        extra, n = extra - n, 0
+      else
+        extra, n = extra - (c - 1), n - c
+      end
+    end
+    redis.call('HSET', meta, 'x', extra)
+    redis.call('PEXPIRE', log, ttl_ms)
+    redis.call('PEXPIRE', meta, ttl_ms)
+    count, cost, op = count - cost, 1, 'peek'
+  end
+
+  local allowed = cost <= limit - count
   local retry = 0
   if not allowed then
+    -- The entry holding the k-th oldest unit leaves when the request fits.
     local k = count + cost - limit
-    if k > count then retry = window else retry = nth(log, cutoff, k) + window - now end
-  elseif record then
-    -- Members are small integers, compact in a listpack, unique among the
-    -- entries: the counter proposes the next id in [1, span], and ZADD NX
-    -- moves on past an id still in use (span > limit, so one is free).
-    local span = math.max(4096, 2 * limit)
-    local id = redis.call('INCRBY', seq, cost) - cost
-    for _ = 1, cost do
-      repeat
-        id = id % span + 1
-      until redis.call('ZADD', log, 'NX', now, id) == 1
+    retry = window
+    if k <= count then
+      local at
+      if extra - stale_extra() == 0 then -- every entry in the window is one unit
+        at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2])
+      else
+        local offset = 0
+        while not at do
+          local e = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', offset, 128)
+          for i = 1, #e, 2 do
+            k = k - cost_of(e[i])
+            if k <= 0 then at = tonumber(e[i + 1]) break end
+          end
+          offset = offset + 128
+        end
+      end
+      retry = math.min(at, now) + window - now
+    end
+  elseif op == 'take' then
+    add_entry(log, meta, now, cost, limit)
+    if cost > 1 then
+      redis.call('HSET', meta, 't', now, 'x', extra + cost - 1)
+    else
+      redis.call('HSET', meta, 't', now)
     end
     count = count + cost
-    local ttl = math.ceil(window / 1000) + slack
-    redis.call('PEXPIRE', log, ttl)
-    redis.call('PEXPIRE', seq, ttl)
+    redis.call('PEXPIRE', log, ttl_ms)
+    redis.call('PEXPIRE', meta, ttl_ms)
   end
   local reset_at = now
-  if count > 0 then reset_at = nth(log, cutoff, 1) + window end
-  return allowed, count, reset_at, retry
+  if count > 0 then
+    local first = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
+  end
+  return allowed and 1 or 0, count, reset_at, retry
 end
 
 -- Fixed window.
 -- key  a hash: s = start of the stored window (µs), c = its count
-local function fixed(key, now, limit, window, cost, record, slack)
-  local r = math.fmod(now, window) -- exact, unlike a - floor(a/b)*b
-  if r < 0 then r = r + window end
-  local ws = now - r
+local function fixed(key, now, limit, window, cost, op, retain, slack)
+  local ws = aligned(now, window)
   local state = redis.call('HMGET', key, 's', 'c')
   local start, count = tonumber(state[1]), tonumber(state[2]) or 0
+  local future = false
   if not start or ws > start then
-    start, count = ws, 0 -- a later window; a late request counts in the stored one
+    start, count = ws, 0 -- a later window
+  elseif start > now then
+    start, future = ws, true -- from the future: moved to now's window, count and all
   end
-  local allowed = count + cost <= limit
+  local write = false
+  if op == 'refund' then
+    if cost > count then return 2, count, 0, 0 end
+    count, cost, op, write = count - cost, 1, 'peek', true
+  end
+  local allowed = cost <= limit - count
   local reset_at = start + window
   local retry = 0
   if not allowed then
     retry = reset_at - now
-  elseif record then
-    count = count + cost
-    redis.call('HSET', key, 's', start, 'c', count)
-    redis.call('PEXPIRE', key, math.ceil((reset_at - now) / 1000) + slack)
+    write = write or (op == 'take' and future)
+  elseif op == 'take' then
+    count, write = count + cost, true
   end
-  return allowed, count, reset_at, retry
+  if write then
+    redis.call('HSET', key, 's', start, 'c', count)
+    redis.call('PEXPIRE', key, ttl(reset_at - now, retain, slack))
+  end
+  return allowed and 1 or 0, count, reset_at, retry
+end
+
+-- Sliding window counter.
+-- key  a string "start:prev:cur": the stored window's start (µs), the
+--      previous window's count and the current one's
+local function covered(e, window) return ceildiv((window - e) * 1000, window) end
+local function weighted(p, k) return ceildiv(p * k, 1000) end
+local function fits_after(p, m, window) -- the first e at which weighted(p, covered(e)) <= m
+  if p <= m then return 0 end
+  local a = math.floor(m * 1000 / p)
+  return window - math.floor(a * window / 1000)
+end
+
+local function counter(key, now, limit, window, cost, op, retain, slack)
+  local v = redis.call('GET', key)
+  local start, prev, cur
+  if v then
+    local s, p, c = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+    start, prev, cur = tonumber(s), tonumber(p), tonumber(c)
+  end
+  local future = false
+  if not start then
+    start, prev, cur = aligned(now, window), 0, 0
+  elseif start > now then
+    start, future = aligned(now, window), true -- from the future: moved to now's window
+  elseif now < start + window then
+    -- the stored window
+  elseif now < start + 2 * window then
+    start, prev, cur = start + window, cur, 0
+  else
+    start, prev, cur = aligned(now, window), 0, 0
+  end
+  local write = false
+  if op == 'refund' then
+    if cost > cur + prev then return 2, weighted(prev, covered(now - start, window)) + cur, 0, 0 end
+    local from_cur = math.min(cost, cur)
+    cur, prev = cur - from_cur, prev - (cost - from_cur)
+    cost, op, write = 1, 'peek', true
+  end
+  local count = weighted(prev, covered(now - start, window)) + cur
+  local allowed = cost <= limit - count
+  local retry = 0
+  if not allowed then
+    local m = limit - cur - cost
+    if m >= 0 then
+      retry = start + fits_after(prev, m, window) - now
+    else
+      retry = start + window + fits_after(cur, limit - cost, window) - now
+    end
+    write = write or (op == 'take' and future)
+  elseif op == 'take' then
+    cur, count, write = cur + cost, count + cost, true
+  end
+  if write then
+    redis.call('SET', key, string.format('%.0f:%.0f:%.0f', start, prev, cur),
+      'PX', ttl(start + 2 * window - now, retain, slack))
+  end
+  local reset_at = now
+  local wp = weighted(prev, covered(now - start, window))
+  if wp > 0 then
+    reset_at = start + fits_after(prev, wp - 1, window)
+  elseif cur > 0 then
+    reset_at = start + window + fits_after(cur, cur - 1, window)
+  end
+  return allowed and 1 or 0, count, reset_at, retry
+end
+
+-- GCRA.
+-- key  a string "at:level:unit:drain": the bucket's level at time at, in
+--      the units of the rate it was written under (a request weighs unit, a
+--      µs drains drain)
+local function gcra(key, now, burst, unit, drain, cost, op, retain, slack)
+  local v = redis.call('GET', key)
+  local level, future = 0, false
+  if v then
+    local a, l, u, d = string.match(v, '^(%-?%d+):(%d+):(%d+):(%d+)$')
+    local at
+    at, level, u, d = tonumber(a), tonumber(l), tonumber(u), tonumber(d)
+    if level > 0 then
+      if u ~= unit or d ~= drain then -- another rate: as many requests, at most a burst
+        level = math.min(ceildiv(level, u), burst) * unit
+      end
+      if now > at then
+        local elapsed = now - at
+        if elapsed >= ceildiv(level, drain) then level = 0 else level = level - elapsed * drain end
+      else
+        future = now < at -- from the future: as if written now
+      end
+    end
+  end
+  local write = false
+  if op == 'refund' then
+    if cost > ceildiv(level, unit) then return 2, ceildiv(level, unit), 0, 0 end
+    level = math.max(level - cost * unit, 0)
+    cost, op, write = 1, 'peek', true
+  end
+  local capacity = burst * unit
+  local allowed = cost * unit <= capacity - level
+  local retry = 0
+  if not allowed then
+    retry = ceildiv(level + cost * unit - capacity, drain)
+    write = write or (op == 'take' and future)
+  elseif op == 'take' then
+    level, write = level + cost * unit, true
+  end
+  if write then
+    redis.call('SET', key, string.format('%.0f:%.0f:%.0f:%.0f', now, level, unit, drain),
+      'PX', ttl(ceildiv(level, drain), retain, slack))
+  end
+  local count = ceildiv(level, unit)
+  local reset_at = now
+  if count > 0 then reset_at = now + ceildiv(level - (count - 1) * unit, drain) end
+  return allowed and 1 or 0, count, reset_at, retry
 end

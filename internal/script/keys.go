@@ -11,21 +11,27 @@ import (
 // P:
 //
 //	P{K}:sw       the sliding log: a sorted set of entries scored by time (µs)
-//	P{K}:sw:seq   the counter that names the log's entries
+//	P{K}:sw:m     the log's meta: a hash, n = the counter that names entries,
+//	              x = the sum of cost-1 over the entries, t = the newest time
 //	P{K}:fw       the fixed window: a hash, s = window start (µs), c = count
+//	P{K}:swc      the sliding window counter: "start:prev:cur"
+//	P{K}:gcra     GCRA: "at:level:unit:drain"
 //
 // '{', '}' and '%' in P and in K are percent-escaped, so the braces around K
 // are the only ones: K is the Redis Cluster hash tag of every key, whatever
 // bytes P and K hold. All the keys of one K, under every algorithm and every
 // prefix, therefore live in one slot, so one script may decide several
 // policies on one key together; and distinct (P, K) pairs never share a key.
-// Every write sets a TTL of the window plus TTLSlack.
+// Every write sets a TTL of the state's life or the retention, whichever is
+// longer, plus TTLSlack.
 
 // Suffixes of the state of each algorithm.
 const (
 	slidingSuffix = "sw"
-	seqSuffix     = ":seq"
+	metaSuffix    = ":m"
 	fixedSuffix   = "fw"
+	counterSuffix = "swc"
+	gcraSuffix    = "gcra"
 )
 
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -50,19 +56,19 @@ func Keys(req ratelimit.Request) []string {
 
 // appendKeys appends the keys of req's state to keys.
 func appendKeys(keys []string, req ratelimit.Request) []string {
-	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		return append(keys, name(req.Key, fixedSuffix))
+	if alg := req.Policy.Algorithm; alg != ratelimit.SlidingWindow {
+		return append(keys, name(req.Key, algorithmArgs[alg]))
 	}
-	// One allocation for both: the log's name is a prefix of the counter's.
-	seq := name(req.Key, slidingSuffix+seqSuffix)
-	return append(keys, seq[:len(seq)-len(seqSuffix)], seq)
+	// One allocation for both: the log's name is a prefix of its meta's.
+	meta := name(req.Key, slidingSuffix+metaSuffix)
+	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
 }
 
 // AllKeys are every server key of key, under every algorithm: what Reset
 // deletes.
 func AllKeys(key ratelimit.Key) []string {
-	seq := name(key, slidingSuffix+seqSuffix)
-	return []string{seq[:len(seq)-len(seqSuffix)], seq, name(key, fixedSuffix)}
+	meta := name(key, slidingSuffix+metaSuffix)
+	return []string{meta[:len(meta)-len(metaSuffix)], meta, name(key, fixedSuffix), name(key, counterSuffix), name(key, gcraSuffix)}
 }
 
 // HashTag is the text a Redis Cluster hashes for key: between the first '{'

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
@@ -32,13 +33,24 @@ var (
 const TTLSlack = 1000 // ms
 
 // argsPerRequest is the number of arguments of each request (decide.lua).
-const argsPerRequest = 6
+const argsPerRequest = 8
+
+// Op is what the script does with a request.
+type Op uint8
+
+const (
+	// Take decides and records an admitted request.
+	Take Op = iota
+	// Peek decides and records nothing.
+	Peek
+	// Refund gives quota back (Request.Cost of it).
+	Refund
+)
 
 // Args are the script's arguments for one request, as strings (see
-// decide.lua): slack, then algorithm, limit, window (µs), cost, record, now
-// (µs, or "" for the server's clock).
-func Args(req ratelimit.Request, record bool) []string {
-	return NewStringArgs().For(req, record)
+// decide.lua).
+func Args(req ratelimit.Request, op Op) []string {
+	return NewStringArgs().For(req, op)
 }
 
 // NewStringArgs is an ArgCache of the arguments as strings.
@@ -50,57 +62,71 @@ func NewStringArgs() *ArgCache[string] {
 // valkey-go, any for go-redis), formatting what depends only on the policy
 // once per policy rather than once per decision. Safe for concurrent use.
 type ArgCache[T any] struct {
-	format            func(int64) T
-	serverClock       T // the "now" that asks for the server's TIME
-	slack, take, peek T
-	sliding, fixed    T
-	last              atomic.Pointer[policyArgs[T]]
+	format      func(int64) T
+	str         func(string) T
+	serverClock T // the "now" that asks for the server's TIME
+	slack       T
+	ops         [3]T
+	last        atomic.Pointer[policyArgs[T]]
 }
 
+// policyArgs are the arguments of a policy and retention.
 type policyArgs[T any] struct {
-	policy        ratelimit.Policy
-	limit, window T
+	policy     ratelimit.Policy
+	retain     time.Duration
+	alg        T
+	retainMS   T
+	p1, p2, p3 T
 }
 
 // NewArgs returns an ArgCache formatting numbers with format and strings
 // with str.
 func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
-	return &ArgCache[T]{format: format, serverClock: str(""), slack: format(TTLSlack),
-		take: str("1"), peek: str("0"), sliding: str(slidingSuffix), fixed: str(fixedSuffix)}
+	return &ArgCache[T]{format: format, str: str, serverClock: str(""), slack: format(TTLSlack),
+		ops: [3]T{Take: str("take"), Peek: str("peek"), Refund: str("refund")}}
 }
 
-// For returns the arguments of one request, recorded if admitted when record
-// is true (Take) or not (Peek).
-func (c *ArgCache[T]) For(req ratelimit.Request, record bool) []T {
-	return c.appendArgs(append(make([]T, 0, 1+argsPerRequest), c.slack), req, record)
+// For returns the arguments of one request.
+func (c *ArgCache[T]) For(req ratelimit.Request, op Op) []T {
+	return c.appendArgs(append(make([]T, 0, 1+argsPerRequest), c.slack), req, op)
 }
 
-// ForAll returns the arguments of several requests decided together.
+// ForAll returns the arguments of several requests taken together.
 func (c *ArgCache[T]) ForAll(reqs []ratelimit.Request) []T {
 	args := append(make([]T, 0, 1+argsPerRequest*len(reqs)), c.slack)
 	for _, req := range reqs {
-		args = c.appendArgs(args, req, true)
+		args = c.appendArgs(args, req, Take)
 	}
 	return args
 }
 
-func (c *ArgCache[T]) appendArgs(args []T, req ratelimit.Request, record bool) []T {
+// algorithmArgs are the names of the algorithms in the script.
+var algorithmArgs = [...]string{ratelimit.SlidingWindow: slidingSuffix, ratelimit.FixedWindow: fixedSuffix,
+	ratelimit.SlidingWindowCounter: counterSuffix, ratelimit.GCRA: gcraSuffix}
+
+func (c *ArgCache[T]) appendArgs(args []T, req ratelimit.Request, op Op) []T {
 	pa := c.last.Load()
-	if pa == nil || pa.policy != req.Policy {
-		pa = &policyArgs[T]{policy: req.Policy, limit: c.format(int64(req.Policy.Limit)), window: c.format(algorithm.WindowMicros(req.Policy))}
+	if pa == nil || pa.policy != req.Policy || pa.retain != req.Retain {
+		pa = c.policyArgs(req)
 		c.last.Store(pa)
 	}
-	alg, now, rec := c.sliding, c.serverClock, c.peek
-	if req.Policy.Algorithm == ratelimit.FixedWindow {
-		alg = c.fixed
-	}
+	now := c.serverClock
 	if req.Clock == ratelimit.CallerClock {
 		now = c.format(algorithm.Micros(req.Now))
 	}
-	if record {
-		rec = c.take
+	return append(args, pa.alg, c.ops[op], now, c.format(int64(req.Cost)), pa.retainMS, pa.p1, pa.p2, pa.p3)
+}
+
+func (c *ArgCache[T]) policyArgs(req ratelimit.Request) *policyArgs[T] {
+	r := algorithm.RateOf(req.Policy)
+	pa := &policyArgs[T]{policy: req.Policy, retain: req.Retain, alg: c.str(algorithmArgs[req.Policy.Algorithm]),
+		retainMS: c.format((req.Retention().Microseconds() + 999) / 1000)}
+	if req.Policy.Algorithm == ratelimit.GCRA {
+		pa.p1, pa.p2, pa.p3 = c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)
+	} else {
+		pa.p1, pa.p2, pa.p3 = c.format(r.Limit), c.format(r.Window), c.str("")
 	}
-	return append(args, alg, pa.limit, pa.window, c.format(int64(req.Cost)), rec, now)
+	return pa
 }
 
 // KeysAll are the keys of several requests decided together, in the
@@ -126,12 +152,20 @@ func KeysAll(reqs []ratelimit.Request) ([]string, error) {
 // replyLen is the number of integers the script returns per request.
 const replyLen = 5
 
-// Decision reads the script's reply for one request under limit.
+// refused is the script's "allowed" for a refund of more than is in use.
+const refused = 2
+
+// Decision reads the script's reply for one request under limit
+// (Policy.MaxCost). A refused refund is an error wrapping
+// ratelimit.ErrInvalidCost.
 func Decision(reply []int64, limit int) (ratelimit.Decision, error) {
 	if len(reply) != replyLen {
 		return ratelimit.Decision{}, fmt.Errorf("unexpected script reply %v", reply)
 	}
-	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: int(reply[1]), ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}
+	if reply[0] == refused {
+		return ratelimit.Decision{}, fmt.Errorf("%w: a refund of more than the %d in use", ratelimit.ErrInvalidCost, reply[1])
+	}
+	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: reply[1], ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}
 	return out.Decision(limit), nil
 }
 
@@ -142,7 +176,7 @@ func Decisions(reply []int64, reqs []ratelimit.Request) ([]ratelimit.Decision, e
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
 	for i, req := range reqs {
-		ds[i], _ = Decision(reply[replyLen*i:replyLen*(i+1)], req.Policy.Limit)
+		ds[i], _ = Decision(reply[replyLen*i:replyLen*(i+1)], req.Policy.MaxCost())
 	}
 	return ds, nil
 }

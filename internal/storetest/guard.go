@@ -149,7 +149,7 @@ func outage(t *testing.T, kind testserver.Kind, newStore NewStore, down, up func
 		"calls that waited on the server while the breaker was open")
 	share := outageLimit / outageInstances
 	for key, times := range during.local {
-		require.Zero(t, conformance.OverAdmissions(times, share, outageWindow.Microseconds(), ratelimit.SlidingWindow),
+		require.Zero(t, conformance.OverAdmissions(times, ratelimit.Policy{Limit: share, Window: outageWindow}),
 			"%s: the fallback admitted more than its share of %d in some window of %v", key, share, outageWindow)
 	}
 

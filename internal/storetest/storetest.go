@@ -48,7 +48,7 @@ func PrefixesOnACluster(t *testing.T, store ratelimit.Store) {
 	ctx := context.Background()
 	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
 		for _, alg := range ratelimit.Algorithms() {
-			l := limiter(t, store, ratelimit.Policy{Limit: 2, Window: time.Hour, Algorithm: alg}, prefix)
+			l := limiter(t, store, ratelimit.NewPolicy(alg, 2, time.Hour), prefix)
 			require.NoError(t, l.Reset(ctx, "user"))
 			for i := 1; i <= 3; i++ {
 				d, err := l.Allow(ctx, "user")
@@ -133,7 +133,7 @@ func (ld *load) finish() { close(ld.stop); ld.done.Wait() }
 
 func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	srv := testserver.Own(t, kind) // to kill and restart
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix())
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
 
 	phase := func(name string, d time.Duration) *load {
 		ld := startLoad(l)
@@ -176,7 +176,7 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	const budget, margin, goroutines, stall = ratelimit.DefaultTimeout, 150 * time.Millisecond, 64, 2500 * time.Millisecond
 	srv := testserver.Own(t, kind)
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerMinute(1_000_000), prefix())
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
 	ctx := context.Background()
 	_, err := l.Allow(ctx, "warm-up") // connected, script loaded
 	require.NoError(t, err)
@@ -297,7 +297,7 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		// An hour: the three calls do not straddle a fixed window's end.
-		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: 10, Window: time.Hour, Algorithm: alg}, prefix())
+		l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 10, time.Hour), prefix())
 		for i := 1; i <= 3; i++ {
 			require.NoError(t, a.ScriptFlush(ctx).Err())
 			d, err := l.Allow(ctx, "user")
@@ -339,7 +339,7 @@ func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 }
 
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
-	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(1_000_000), prefix())
+	l := limiter(t, newStore(t, addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
 	a := admin(t, addr)
 	ld := startLoad(l)
 	for i := 0; i < 10; i++ {
@@ -417,7 +417,7 @@ func flood(t *testing.T, addr string, newStore NewStore) {
 	const limit = 50
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		pre := prefix()
-		l := limiter(t, newStore(t, addr), ratelimit.Policy{Limit: limit, Window: time.Hour, Algorithm: alg}, pre)
+		l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, limit, time.Hour), pre)
 		for i := 0; i < 2000; i++ {
 			_, err := l.Allow(ctx, "abuser")
 			require.NoError(t, err)

@@ -1,0 +1,111 @@
+package algorithm
+
+// SlidingCounter is the sliding-window-counter state of one key: the start
+// of its current fixed window, the count in it and the count of the window
+// before. The zero value has no window yet. It is not safe for concurrent
+// use; the store guards it.
+type SlidingCounter struct {
+	start, prev, cur int64
+	started          bool
+}
+
+// Take decides a request of cost n at now, recording it if admitted.
+func (c *SlidingCounter) Take(now int64, r Rate, n int64) Outcome {
+	return c.decide(now, r, n, true)
+}
+
+// Peek decides as Take would and changes nothing.
+func (c *SlidingCounter) Peek(now int64, r Rate, n int64) Outcome {
+	return c.decide(now, r, n, false)
+}
+
+// current is the state rolled forward to now.
+func (c *SlidingCounter) current(now, window int64) SlidingCounter {
+	s := *c
+	switch {
+	case !s.started:
+		s = SlidingCounter{start: WindowStart(now, window), started: true}
+	case s.start > now: // from the future: moved to now's window
+		s.start = WindowStart(now, window)
+	case now < s.start+window:
+	case now < s.start+2*window:
+		s.start, s.prev, s.cur = s.start+window, s.cur, 0
+	default:
+		s = SlidingCounter{start: WindowStart(now, window), started: true}
+	}
+	return s
+}
+
+// covered is the thousandths of the previous window that the sliding window
+// ending e into the current one still covers, rounded up.
+func covered(e, window int64) int64 { return ceilDiv((window-e)*1000, window) }
+
+// weighted is the previous window's count p weighed by k thousandths,
+// rounded up: the counter never admits more for rounding.
+func weighted(p, k int64) int64 { return ceilDiv(p*k, 1000) }
+
+// fitsAfter is the smallest e in [0, window] at which weighted(p,
+// covered(e)) <= m, for m >= 0.
+func fitsAfter(p, m, window int64) int64 {
+	if p <= m {
+		return 0
+	}
+	a := m * 1000 / p // the most thousandths that fit: p*a <= m*1000
+	return window - a*window/1000
+}
+
+func (c *SlidingCounter) decide(now int64, r Rate, n int64, record bool) Outcome {
+	s := c.current(now, r.Window)
+	w, e := r.Window, now-s.start
+	count := weighted(s.prev, covered(e, w)) + s.cur
+	out := Outcome{Allowed: n <= r.Limit-count, Count: count, At: now}
+	if !out.Allowed {
+		if m := r.Limit - s.cur - n; m >= 0 { // fits in this window, once enough of the previous has slid out
+			out.RetryAfter = s.start + fitsAfter(s.prev, m, w) - now
+		} else { // in the next window, where this one's count is the previous
+			out.RetryAfter = s.start + w + fitsAfter(s.cur, r.Limit-n, w) - now
+		}
+		if record && c.started && c.start > now {
+			c.start = s.start // a Take rewrites state from the future, admitted or not
+		}
+	} else if record {
+		s.cur += n
+		*c = s
+		out.Count += n
+	}
+	out.ResetAt = s.nextDrop(now, w)
+	return out
+}
+
+// nextDrop is when the count of s next drops: when the weighted previous
+// count loses one, or, with none, when the current one starts sliding out.
+func (s *SlidingCounter) nextDrop(now, w int64) int64 {
+	if wp := weighted(s.prev, covered(now-s.start, w)); wp > 0 {
+		return s.start + fitsAfter(s.prev, wp-1, w)
+	}
+	if s.cur > 0 {
+		return s.start + w + fitsAfter(s.cur, s.cur-1, w)
+	}
+	return now
+}
+
+// Refund gives back n of the count, from the current window first, then
+// from the previous one (where a request weighs less); false, changing
+// nothing, if they hold less.
+func (c *SlidingCounter) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	s := c.current(now, r.Window)
+	if n > s.cur+s.prev {
+		return Outcome{}, false
+	}
+	fromCur := min(n, s.cur)
+	s.cur, s.prev = s.cur-fromCur, s.prev-(n-fromCur)
+	*c = s
+	return c.Peek(now, r, 1), true
+}
+
+// Empty reports whether the state holds no window.
+func (c *SlidingCounter) Empty() bool { return !c.started }
+
+// Life is how long after now the state still matters: until the window
+// after the current one ends, through which its count still weighs.
+func (c *SlidingCounter) Life(now int64, r Rate) int64 { return c.start + 2*r.Window - now }

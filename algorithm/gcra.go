@@ -1,0 +1,78 @@
+package algorithm
+
+// Bucket is the GCRA state of one key: the level of its bucket at a time,
+// in the units of the rate it was written under. The zero value is empty.
+// It is not safe for concurrent use; the store guards it.
+type Bucket struct {
+	at, level   int64
+	unit, drain int64 // the rate it was written under
+}
+
+// Take decides a request of cost n at now, recording it if admitted.
+func (b *Bucket) Take(now int64, r Rate, n int64) Outcome { return b.decide(now, r, n, true) }
+
+// Peek decides as Take would and changes nothing.
+func (b *Bucket) Peek(now int64, r Rate, n int64) Outcome { return b.decide(now, r, n, false) }
+
+// levelAt is the level at now, in r's units.
+func (b *Bucket) levelAt(now int64, r Rate) int64 {
+	level := b.level
+	if level == 0 {
+		return 0
+	}
+	if b.unit != r.Unit || b.drain != r.Drain { // written under another rate: as many requests, at most a burst
+		level = min(ceilDiv(level, b.unit), r.Burst) * r.Unit
+	}
+	if elapsed := now - b.at; elapsed > 0 { // else from the future: as if written now
+		if elapsed >= ceilDiv(level, r.Drain) {
+			return 0
+		}
+		level -= elapsed * r.Drain
+	}
+	return level
+}
+
+func (b *Bucket) decide(now int64, r Rate, n int64, record bool) Outcome {
+	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
+	out := Outcome{Allowed: n*r.Unit <= capacity-level, At: now}
+	if !out.Allowed {
+		out.RetryAfter = ceilDiv(level+n*r.Unit-capacity, r.Drain)
+		if record && b.at > now && b.level > 0 {
+			*b = Bucket{at: now, level: level, unit: r.Unit, drain: r.Drain} // a Take rewrites state from the future, admitted or not
+		}
+	} else if record {
+		level += n * r.Unit
+		*b = Bucket{at: now, level: level, unit: r.Unit, drain: r.Drain}
+	}
+	out.Count, out.ResetAt = bucketCount(level, now, r)
+	return out
+}
+
+// bucketCount is the requests' worth of quota that level holds, and when
+// that number next drops.
+func bucketCount(level, now int64, r Rate) (count, next int64) {
+	count = ceilDiv(level, r.Unit)
+	if count == 0 {
+		return 0, now
+	}
+	return count, now + ceilDiv(level-(count-1)*r.Unit, r.Drain)
+}
+
+// Refund lowers the level by n requests (to 0 at most); false, changing
+// nothing, if it holds fewer than n requests' worth.
+func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	level := b.levelAt(now, r)
+	if n > ceilDiv(level, r.Unit) {
+		return Outcome{}, false
+	}
+	*b = Bucket{at: now, level: max(level-n*r.Unit, 0), unit: r.Unit, drain: r.Drain}
+	return b.Peek(now, r, 1), true
+}
+
+// Empty reports whether the bucket is empty as written.
+func (b *Bucket) Empty() bool { return b.level == 0 }
+
+// Life is how long after now the state still matters: until it drains.
+func (b *Bucket) Life(now int64, r Rate) int64 {
+	return b.at + ceilDiv(b.level, max(r.Drain, 1)) - now
+}

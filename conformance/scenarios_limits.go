@@ -1,0 +1,211 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Scenarios at the edges of what users meet: limits at their bounds, clocks
+// that step, policies that change under history, refunds, a policy per key.
+
+// boundPolicy is the scenario's algorithm at the largest limit it accepts.
+func (e *env) boundPolicy() ratelimit.Policy {
+	switch e.alg {
+	case ratelimit.SlidingWindow:
+		return ratelimit.Policy{Limit: ratelimit.MaxLogLimit, Window: time.Hour}
+	case ratelimit.GCRA: // a whole number of µs per request keeps the burst's exact units within bounds
+		return ratelimit.TokenBucket(ratelimit.MaxLimit, 4*ratelimit.MaxLimit*time.Microsecond, ratelimit.MaxLimit)
+	}
+	return ratelimit.Policy{Limit: ratelimit.MaxLimit, Window: time.Hour, Algorithm: e.alg}
+}
+
+// atTheBounds: a count plus a cost must not wrap around (int64 on a memory
+// store, doubles exact to 2^53 in Lua), so a request of the largest cost on
+// top of one admitted request is denied, and the key stays denied once full.
+func atTheBounds(t *testing.T, e *env) {
+	p := e.boundPolicy()
+	max := p.MaxCost()
+	e.clock = NewManualClock(start())
+	l, err := ratelimit.New(e.newStore(t), p, ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now),
+		ratelimit.WithTimeout(budget), ratelimit.WithRetention(ratelimit.MaxWindow))
+	require.NoError(t, err)
+	c := &checker{t: t, l: l, model: NewModel(), clock: e.clock, ctx: context.Background()}
+	require.True(t, c.allowN("user", 1).Allowed)
+	d := c.allowN("user", max)
+	require.False(t, d.Allowed, "1 + %d is over %d", max, max)
+	require.Equal(t, 1, d.Count)
+	d = c.allowN("user", max-1)
+	require.True(t, d.Allowed)
+	require.Equal(t, max, d.Count)
+	for i := 0; i < 20; i++ {
+		d = c.allowN("user", 1+i%3)
+		require.False(t, d.Allowed, "a full key stays denied")
+		require.Equal(t, max, d.Count)
+	}
+
+	over := p
+	if e.alg == ratelimit.GCRA {
+		over.Burst++
+	} else {
+		over.Limit++
+	}
+	require.ErrorIs(t, l.SetPolicy(over), ratelimit.ErrInvalidPolicy, "one over the bound")
+	require.ErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 10, Window: ratelimit.MaxWindow + time.Microsecond, Algorithm: p.Algorithm, Burst: p.Burst}),
+		ratelimit.ErrInvalidPolicy, "a window over MaxWindow")
+	_, err = l.AllowN(context.Background(), "user", max+1)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
+}
+
+// clockStepsBack: a clock that jumps an hour ahead and comes back leaves
+// state "in the future". It is treated as made now, so the key is denied for
+// at most about one window (the counter: until its count has slid out of the
+// next window), not for the hour.
+func clockStepsBack(t *testing.T, e *env) {
+	const window = time.Second
+	c := e.checked(5, window)
+	c.clock.Advance(time.Hour)
+	for i := 0; i < 5; i++ {
+		require.True(t, c.allow("user").Allowed)
+	}
+	c.clock.Advance(-time.Hour)
+	d := c.allow("user")
+	require.False(t, d.Allowed, "the 5 requests made an hour ahead count now")
+	longest := window
+	if e.alg == ratelimit.SlidingWindowCounter {
+		longest = 2 * window
+	}
+	require.LessOrEqual(t, d.RetryAfter, longest, "denied for the window, not for the hour")
+	c.clock.Advance(d.RetryAfter)
+	require.True(t, c.allow("user").Allowed, "admitted again after retry-after")
+}
+
+// longerWindowKeepsHistory: a window lengthened within the Limiter's
+// retention counts what was recorded under the shorter one. (That the state
+// also outlives a server's TTL or a sweeper is checked in real time by the
+// backends' own tests.)
+func longerWindowKeepsHistory(t *testing.T, e *env) {
+	c := e.checked(5, 500*time.Millisecond, ratelimit.WithRetention(10*time.Second))
+	for i := 0; i < 5; i++ {
+		require.True(t, c.allow("user").Allowed)
+	}
+	c.setPolicy(e.policy(5, 10*time.Second))
+	c.clock.Advance(2 * time.Second)
+	d := c.allow("user")
+	if e.alg == ratelimit.GCRA {
+		require.Equal(t, 5, d.Count, "the bucket drained one of 5 in 2s at 5 per 10s, and took one more")
+	} else {
+		require.False(t, d.Allowed, "the 5 requests of 2s ago are in the 10s window")
+		require.Equal(t, 5, d.Count)
+	}
+
+	short := e.limiter(5, 500*time.Millisecond, ratelimit.WithRetention(500*time.Millisecond))
+	err := short.SetPolicy(e.policy(5, 10*time.Second))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, "a window beyond the retention would miss history")
+	require.Equal(t, 500*time.Millisecond, short.Policy().Window, "and changes nothing")
+}
+
+// refunds: a refund gives back what it names, is refused beyond what is in
+// use, and a Multi refund gives back to every policy.
+func refunds(t *testing.T, e *env) {
+	if _, ok := e.newStore(t).(ratelimit.RefundStore); !ok {
+		t.Skip("the store is not a ratelimit.RefundStore")
+	}
+	c := e.checked(5, time.Second)
+	c.allowN("user", 3)
+	d, ok := c.refund("user", 2)
+	require.True(t, ok)
+	require.Equal(t, 1, d.Count, "3 taken, 2 given back")
+	_, ok = c.refund("user", 2)
+	require.False(t, ok, "a refund of more than is in use")
+	require.Equal(t, 1, c.peek("user").Count, "a refused refund changes nothing")
+	d = c.allowN("user", 4)
+	require.True(t, d.Allowed, "the refunded quota is available again")
+	require.Equal(t, 5, d.Count)
+	_, ok = c.refund("never-taken", 1)
+	require.False(t, ok)
+	_, err := c.l.Refund(c.ctx, "user", 0)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
+	c.clock.Advance(10 * time.Millisecond)
+	c.refund("user", 5) // later, as time has freed what it has: exactly as the model
+
+	perKey := e.limiter(2, time.Minute, ratelimit.WithPrefix(e.namespace()+"rk:"), ratelimit.WithName("per-key"))
+	perTenant := e.limiter(10, time.Minute, ratelimit.WithPrefix(e.namespace()+"rt:"), ratelimit.WithName("per-tenant"))
+	m, err := ratelimit.NewMulti(perKey, perTenant)
+	require.NoError(t, err)
+	ctx, keys := context.Background(), []string{"user", "tenant"}
+	md, err := m.Allow(ctx, keys...)
+	require.NoError(t, err)
+	require.True(t, md.Allowed)
+	require.NoError(t, m.RefundN(ctx, keys, 1), "the upstream failed: both policies get it back")
+	for i, l := range []*ratelimit.Limiter{perKey, perTenant} {
+		d, err := l.Peek(ctx, keys[i])
+		require.NoError(t, err)
+		require.Zero(t, d.Count, "%s: refunded", l.Name())
+	}
+	require.ErrorIs(t, m.RefundN(ctx, keys, 1), ratelimit.ErrInvalidCost, "nothing is in use any more")
+}
+
+// policyPerKey: a PolicyFunc gives each key its tier; a tier that changes
+// applies at once with the key's history; bad policies record nothing.
+func policyPerKey(t *testing.T, e *env) {
+	var mu sync.Mutex
+	tiers := map[string]ratelimit.Policy{"pro": e.policy(5, time.Minute)}
+	lookupFailed := errors.New("tier lookup failed")
+	l := e.limiter(2, time.Minute, ratelimit.WithPolicyFunc(func(_ context.Context, key string) (ratelimit.Policy, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch key {
+		case "broken":
+			return ratelimit.Policy{Limit: -1, Window: time.Minute}, nil
+		case "too-long":
+			return e.policy(5, 2*retention), nil
+		case "down":
+			return ratelimit.Policy{}, lookupFailed
+		}
+		return tiers[key], nil // the zero Policy: the Limiter's own
+	}))
+	ctx := context.Background()
+	allowed := func(key string, n int) int {
+		got := 0
+		for i := 0; i < n; i++ {
+			d, err := l.Allow(ctx, key)
+			require.NoError(t, err, key)
+			if d.Allowed {
+				got++
+			}
+		}
+		return got
+	}
+	require.Equal(t, 2, allowed("free", 3), "the Limiter's policy")
+	require.Equal(t, 4, allowed("pro", 4), "the pro tier")
+	d, err := l.Peek(ctx, "pro")
+	require.NoError(t, err)
+	require.Equal(t, 5, d.Limit)
+	require.Equal(t, 4, d.Count)
+
+	mu.Lock()
+	tiers["pro"] = e.policy(3, time.Minute) // downgraded at run time
+	mu.Unlock()
+	d, err = l.Allow(ctx, "pro")
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "4 already made under a new limit of 3")
+	require.Equal(t, 3, d.Limit)
+
+	plain := e.limiter(2, time.Minute) // the same keys, without the PolicyFunc
+	for _, key := range []string{"broken", "too-long", "down"} {
+		_, err := l.Allow(ctx, key)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, key)
+		d, err := plain.Peek(ctx, key)
+		require.NoError(t, err)
+		require.Zero(t, d.Count, "%s: nothing recorded", key)
+	}
+	_, err = l.Allow(ctx, "down")
+	require.ErrorIs(t, err, lookupFailed, "the PolicyFunc's error is wrapped")
+}
