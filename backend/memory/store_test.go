@@ -218,3 +218,86 @@ func TestAFloodOfNewKeys(t *testing.T) {
 		require.NoError(t, err, "%v: an idle key makes room", whenFull)
 	}
 }
+
+// The sweeper once dropped a key by the window it was written with: after
+// SetPolicy lengthened the window, a sweep in between lost the history.
+// With WithRetention the state is kept for the retention, whatever the
+// window was.
+func TestSweepKeepsTheRetention(t *testing.T) {
+	for _, alg := range ratelimit.Algorithms() {
+		clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
+		s := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, 5, 500*time.Millisecond), ratelimit.WithRetention(10*time.Second))
+		require.NoError(t, err)
+		ctx := context.Background()
+		for i := 0; i < 5; i++ {
+			_, err := l.Allow(ctx, "user")
+			require.NoError(t, err)
+		}
+		require.NoError(t, l.SetPolicy(ratelimit.NewPolicy(alg, 5, 10*time.Second)))
+		clock.now = clock.now.Add(2 * time.Second)
+		require.Zero(t, s.Sweep(), "%v: within the retention", alg)
+		d, err := l.Peek(ctx, "user")
+		require.NoError(t, err)
+		want := 5
+		if alg == ratelimit.GCRA {
+			want = 4 // 2s at 5 per 10s drained one
+		}
+		require.Equal(t, want, d.Count, "%v: the history is kept", alg)
+		clock.now = clock.now.Add(10 * time.Second)
+		require.Equal(t, 1, s.Sweep(), "%v: past the retention", alg)
+		s.Close()
+	}
+}
+
+// The sweeper once compared a key's expiry on the caller's clock with the
+// store's clock: with a caller's clock 2 minutes behind the store's, it
+// dropped keys in the middle of their window, and a 3-per-minute key
+// admitted 10 of 10 calls in 3s. One clock, the store's, decides what may
+// be dropped.
+func TestSweepGoesByTheStoresClockWhateverTheCallersSays(t *testing.T) {
+	store := &manualClock{now: time.Unix(1_800_000_000, 0)}
+	s := New(WithStoreClock(store.Now), WithSweepInterval(0))
+	defer s.Close()
+	caller := func() time.Time { return store.now.Add(-2 * time.Minute) }
+	for _, alg := range ratelimit.Algorithms() {
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, 3, time.Minute), ratelimit.WithCallerClock(caller), ratelimit.WithPrefix(alg.String()+":"))
+		require.NoError(t, err)
+		admitted := 0
+		for i := 0; i < 10; i++ {
+			store.now = store.now.Add(300 * time.Millisecond)
+			s.Sweep()
+			d, err := l.Allow(context.Background(), "user")
+			require.NoError(t, err)
+			if d.Allowed {
+				admitted++
+			}
+		}
+		require.Equal(t, 3, admitted, "%v: 10 calls in 3s at 3 per minute", alg)
+	}
+}
+
+// Logs are bounded by their entries, not only by keys: keys at a large
+// limit evict the least recently used ones once the entries reach the
+// bound.
+func TestHoldsAtMostMaxEntries(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
+	s := New(WithStoreClock(clock.Now), WithSweepInterval(0), WithMaxEntries(64*1000), WithShards(64))
+	defer s.Close()
+	l := newLimiter(t, s, ratelimit.PerHour(ratelimit.MaxLogLimit), clock.Now)
+	ctx := context.Background()
+	for k := 0; k < 200; k++ {
+		for i := 0; i < 500; i++ {
+			_, err := l.Allow(ctx, fmt.Sprint("key-", k))
+			require.NoError(t, err)
+		}
+	}
+	entries := 0
+	for i := range s.shards {
+		require.LessOrEqual(t, s.shards[i].entries, s.shards[i].maxEntries+500, "shard %d: at most its bound and the key being decided", i)
+		entries += s.shards[i].entries
+	}
+	require.LessOrEqual(t, entries, 64*1000+64*500)
+	require.Positive(t, s.ActiveEvictions(), "100,000 entries were made for a bound of 64,000")
+	t.Logf("%d entries held over %d keys, %d keys evicted", entries, s.Len(), s.ActiveEvictions())
+}

@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/script"
+)
+
+// history: 5 requests per 500ms, then SetPolicy to 5 per 10s, and 2.5s
+// later the 5 requests must still count. Their keys were once written with
+// a TTL of the old window plus a second, so the server dropped them and the
+// next request was admitted with a count of 1; with WithRetention the TTL
+// covers the longer window. On the server's clock, in real time.
+func history(t *testing.T, addr string, newStore NewStore) {
+	const wait = 2500 * time.Millisecond // past every TTL the old policy set
+	if left := 10*time.Second - time.Duration(time.Now().UnixNano())%(10*time.Second); left < wait+time.Second {
+		time.Sleep(left) // a fixed window of 10s must not end during the check
+	}
+	var wg sync.WaitGroup
+	for _, alg := range ratelimit.Algorithms() {
+		wg.Add(1)
+		go func() { // in parallel: one wait for all
+			defer wg.Done()
+			l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 5, 500*time.Millisecond), prefix(), ratelimit.WithRetention(10*time.Second))
+			ctx := context.Background()
+			for i := 0; i < 5; i++ {
+				d, err := l.Allow(ctx, "user")
+				if !assertNoError(t, err) || !d.Allowed {
+					t.Errorf("%v: request %d of 5 denied", alg, i+1)
+					return
+				}
+			}
+			if err := l.SetPolicy(ratelimit.NewPolicy(alg, 5, 10*time.Second)); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(wait)
+			d, err := l.Allow(ctx, "user")
+			if !assertNoError(t, err) {
+				return
+			}
+			if alg == ratelimit.GCRA { // at 5 per 10s, 2.5s drained 1.25 of the 5
+				if !d.Allowed || d.Count != 5 {
+					t.Errorf("%v: %+v, want admitted with a count of 5", alg, d)
+				}
+			} else if d.Allowed || d.Count != 5 {
+				t.Errorf("%v: %+v, want denied with a count of 5: the history is in the 10s window", alg, d)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// largestDecision fills a sliding log at MaxLogLimit with entries of cost 1,
+// all made at one instant, so that the next decision, a window later, prunes
+// every one of them: the most work one decision can do. (A cost of 1,000,000
+// once wrote a million entries in one script, and the server answered
+// nobody else for 3.5s.) Meanwhile another client pings the server: the
+// slowest answer must come within 100ms, a margin of 20x and more over what
+// such a decision costs on a slow machine; the figures are logged.
+func largestDecision(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	at := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	pre := prefix()
+	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < ratelimit.MaxLogLimit/16; i++ {
+				if d, err := l.Allow(ctx, "heavy"); err == nil && d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, ratelimit.MaxLogLimit, admitted.Load())
+	a := admin(t, addr)
+	log := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "heavy"}, Policy: l.Policy()})[0]
+	require.EqualValues(t, ratelimit.MaxLogLimit, a.ZCard(ctx, log).Val())
+
+	stop := make(chan struct{})
+	var slowest atomic.Int64
+	var pings atomic.Int64
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		p := admin(t, addr)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			began := time.Now()
+			if err := p.Ping(ctx).Err(); err != nil {
+				t.Error(err)
+				return
+			}
+			pings.Add(1)
+			if d := int64(time.Since(began)); d > slowest.Load() {
+				slowest.Store(d)
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	at = at.Add(time.Hour) // every entry leaves: the next decision prunes 10,000
+	mu.Unlock()
+	began := time.Now()
+	d, err := l.AllowN(ctx, "heavy", ratelimit.MaxLogLimit) // and records the largest cost: one entry
+	took := time.Since(began)
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	<-pinged
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.EqualValues(t, 1, a.ZCard(ctx, log).Val(), "a cost of %d is one entry", ratelimit.MaxLogLimit)
+	t.Logf("the decision pruning %d entries took %v; %d pings meanwhile, the slowest %v", ratelimit.MaxLogLimit, took, pings.Load(), time.Duration(slowest.Load()))
+	require.Less(t, time.Duration(slowest.Load()), 100*time.Millisecond, "the server kept answering other clients")
+}
