@@ -3,21 +3,36 @@
 //
 // # The model
 //
-// A [Policy] says "at most Limit requests per Window". The default algorithm,
-// [SlidingWindow], keeps a log of every admitted request per key, scored by
-// its time. To decide a request at time now, the store removes the entries
-// older than now-Window, counts the rest, and admits the request only if
-// count+cost <= Limit, recording it. Denied requests are never recorded, so a
-// client that keeps hammering cannot grow its log beyond Limit entries, and
-// there is no burst at window boundaries: any interval of length Window holds
-// at most Limit admitted requests. [FixedWindow] instead counts requests in
-// windows aligned to multiples of Window; it is cheaper (one counter per key)
-// but admits up to 2*Limit around a boundary.
+// A [Policy] says "at most Limit requests per Window", counted by one of four
+// algorithms (see [Algorithm]; the README has a table to choose by):
 //
-// All three steps (prune, count, admit) are one atomic operation of the
-// [Store]: a lock in the memory store, one Lua script in one round trip on
-// Redis or Valkey. Many app instances sharing one server therefore never
-// admit more than Limit between them.
+//   - [SlidingWindow], the default, keeps a log of the admitted requests per
+//     key, scored by time. To decide a request at time now, the store removes
+//     the entries older than now-Window, counts the rest, and admits the
+//     request only if count+cost <= Limit, recording it as one entry whatever
+//     its cost. Exact: any interval of length Window holds at most Limit
+//     admitted requests. A key holds at most Limit entries, so Limit is
+//     bounded ([MaxLogLimit]).
+//   - [FixedWindow] counts requests in windows aligned to multiples of
+//     Window: one counter per key, but up to 2*Limit around a boundary.
+//   - [SlidingWindowCounter] weighs the previous fixed window's count by how
+//     much of it the sliding window still covers: O(1) memory, within a
+//     stated bound of the exact log.
+//   - [GCRA] spaces requests evenly at Limit per Window and allows bursts of
+//     Burst ([TokenBucket]): O(1) memory, exact retry-after.
+//
+// Denied requests are never recorded. All the steps of a decision (prune,
+// count, admit, record) are one atomic operation of the [Store]: a lock in
+// the memory store, one Lua script in one round trip on Redis or Valkey.
+// Many app instances sharing one server therefore never admit more than the
+// algorithm allows between them. Every decision does bounded work, whatever
+// its cost, and every quantity is computed exactly on every backend within
+// the bounds Policy.Validate enforces.
+//
+// A key's policy may change at run time ([Limiter.SetPolicy], or per key with
+// [WithPolicyFunc]) and applies at once to the history the store holds, which
+// it keeps for the Limiter's retention ([WithRetention]). Quota taken by a
+// request that was not served can be given back ([Limiter.Refund]).
 //
 // # Answers and errors
 //
@@ -34,5 +49,10 @@
 // Stores keep time in microseconds. By default a store uses its own clock
 // (the server's clock on Redis and Valkey, so instances with skewed clocks
 // agree on one window); [WithCallerClock] makes the [Limiter] send its own
-// time instead.
+// time instead. State written at a time later than a decision's (a clock that
+// stepped back, a caller whose clock is behind) is treated as written at the
+// decision's time, and rewritten so: it holds quota for at most about one
+// window after the clock comes back, not for the size of the step. The price,
+// with the caller's clock only: callers whose clocks disagree by d see each
+// other's recent requests up to d early.
 package ratelimit

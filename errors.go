@@ -8,14 +8,19 @@ import (
 // Sentinel errors. Errors returned by this module wrap one of them with
 // detail, so test them with errors.Is.
 var (
-	// ErrInvalidPolicy is returned for a limit that is not positive, a
-	// window shorter than a millisecond, or an unknown algorithm.
+	// ErrInvalidPolicy is returned for a policy outside its bounds (see
+	// Policy.Validate: a limit or burst not in [1, MaxLimit], a sliding
+	// log over MaxLogLimit, a window not in [1ms, MaxWindow], a burst on a
+	// window algorithm, an unknown algorithm), a window longer than the
+	// Limiter's retention, and a PolicyFunc that fails or returns one of
+	// these.
 	ErrInvalidPolicy = errors.New("ratelimit: invalid policy")
 	// ErrInvalidKey is returned for an empty key, a key longer than
 	// MaxKeyLen bytes, or a prefix longer than MaxPrefixLen bytes.
 	ErrInvalidKey = errors.New("ratelimit: invalid key")
-	// ErrInvalidCost is returned when the cost n of AllowN is not in
-	// [1, Limit].
+	// ErrInvalidCost is returned when the cost n of AllowN or Refund is
+	// not in [1, Policy.MaxCost()], and for a refund of more than the key
+	// has in use.
 	ErrInvalidCost = errors.New("ratelimit: invalid cost")
 	// ErrInvalidArgument is returned for a nil store, limiter or context,
 	// or keys that do not match the limiters of a Multi.

@@ -128,9 +128,10 @@ func clientCommands(before, after map[string]int64) int64 {
 	return n
 }
 
-// bytesPerKey measures the memory of one key's state holding limit entries
-// (for a fixed window: a counter): MEMORY USAGE of its server keys, or for
-// the memory store the heap growth over many such keys.
+// bytesPerKey measures the memory of one key's state after limit requests
+// of cost 1 (a sliding log then holds limit entries; the other algorithms
+// O(1) state): MEMORY USAGE of its server keys, or for the memory store the
+// heap growth over many such keys.
 func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
 	ctx := context.Background()
 	if b.admin == nil {
@@ -146,8 +147,10 @@ func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) 
 		runtime.GC()
 		runtime.ReadMemStats(&ms0)
 		for k := 0; k < keys; k++ {
-			if _, err := l.AllowN(ctx, "k"+strconv.Itoa(k), p.Limit); err != nil {
-				return 0, err
+			for i := 0; i < p.Limit; i++ { // limit requests of cost 1: a sliding log's worst case
+				if _, err := l.Allow(ctx, "k"+strconv.Itoa(k)); err != nil {
+					return 0, err
+				}
 			}
 		}
 		runtime.GC()

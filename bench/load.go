@@ -62,10 +62,11 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 	for i := range keys {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
-	// A sliding window admits at most limit per key in each window, and a
-	// fixed one twice that around a boundary.
+	// A sliding window admits at most limit per key in each window (GCRA
+	// a burst of limit and limit per window), and a fixed one or a counter
+	// twice that around a boundary.
 	windows := int(cfg.duration/cfg.window) + 2
-	if alg == ratelimit.FixedWindow {
+	if alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindowCounter {
 		windows *= 2
 	}
 	admitted := &admissions{slots: make([]admission, cfg.keys*cfg.limit*windows)}

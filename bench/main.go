@@ -1,10 +1,11 @@
 // Command bench runs every chosen backend and algorithm under the same load,
 // side by side, and checks the result: throughput, latency per decision,
 // allocations, round trips per decision and bytes per key (measured, not
-// assumed), and over-admissions (windows that admitted more than the limit,
-// which must be 0).
+// assumed), and over-admissions (where an algorithm admitted more than it
+// allows: see conformance.OverAdmissions; must be 0).
 //
-//	go run ./bench                      # memory store, both algorithms, no server needed
+//	go run ./bench                      # memory store, every algorithm, no server needed
+//	go run ./bench -algorithm gcra      # one of sliding, fixed, counter, gcra
 //	go run ./bench -backend all         # memory, redis and valkey (starts a throwaway server)
 //	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
 //	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
@@ -79,7 +80,7 @@ func main() {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	backend := fs.String("backend", "memory", "memory, redis, valkey or all")
-	alg := fs.String("algorithm", "all", "sliding, fixed or all")
+	alg := fs.String("algorithm", "all", "sliding, fixed, counter, gcra or all")
 	cfg := config{}
 	fs.StringVar(&cfg.addr, "addr", "", "host:port of the server for redis/valkey (default: start a throwaway redis-server/valkey-server from PATH)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "goroutines making requests")
@@ -101,18 +102,18 @@ func parseFlags(args []string) (config, error) {
 	default:
 		return cfg, fmt.Errorf("-backend %q: want memory, redis, valkey or all", *backend)
 	}
-	switch *alg {
-	case "sliding":
-		cfg.algorithms = []ratelimit.Algorithm{ratelimit.SlidingWindow}
-	case "fixed":
-		cfg.algorithms = []ratelimit.Algorithm{ratelimit.FixedWindow}
-	case "all":
-		cfg.algorithms = []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow}
-	default:
-		return cfg, fmt.Errorf("-algorithm %q: want sliding, fixed or all", *alg)
+	for _, a := range ratelimit.Algorithms() {
+		if *alg == "all" || *alg == a.String() {
+			cfg.algorithms = append(cfg.algorithms, a)
+		}
 	}
-	if err := (ratelimit.Policy{Limit: cfg.limit, Window: cfg.window}).Validate(); err != nil {
-		return cfg, err
+	if len(cfg.algorithms) == 0 {
+		return cfg, fmt.Errorf("-algorithm %q: want sliding, fixed, counter, gcra or all", *alg)
+	}
+	for _, a := range cfg.algorithms {
+		if err := ratelimit.NewPolicy(a, cfg.limit, cfg.window).Validate(); err != nil {
+			return cfg, err
+		}
 	}
 	switch {
 	case cfg.fault != "" && cfg.fault != "stall" && cfg.fault != "kill":
@@ -182,7 +183,7 @@ func run(cfg config, stdout, progress io.Writer) error {
 
 func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result) {
 	for _, alg := range cfg.algorithms {
-		fmt.Fprintf(w, "\n%s window: %d per %v, %d goroutines, %d keys, %v per backend\n", alg, cfg.limit, cfg.window, cfg.concurrency, cfg.keys, cfg.duration)
+		fmt.Fprintf(w, "\n%v, %d goroutines, %d keys, %v per backend\n", ratelimit.NewPolicy(alg, cfg.limit, cfg.window), cfg.concurrency, cfg.keys, cfg.duration)
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
 		var base float64

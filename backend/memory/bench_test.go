@@ -17,7 +17,7 @@ import (
 // BenchmarkMemory in ./bench measures 1 and 64 goroutines over 1,000 keys,
 // side by side with the other backends.
 func BenchmarkAllow(b *testing.B) {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 100, time.Second)
 		b.Run(alg.String()+"/store-clock", func(b *testing.B) {
 			s := New()

@@ -396,7 +396,7 @@ func (sh *shard) decide(req *ratelimit.Request, now, storeNow int64, o op) (algo
 			if o == refund {
 				return algorithm.Outcome{}, overRefund(req, 0)
 			}
-			return empty.decide(req, now, peek), nil
+			return empty.decide(req, algorithm.RateOf(req.Policy), now, peek), nil
 		}
 		if !ok {
 			e = newEntry()
@@ -408,25 +408,27 @@ func (sh *shard) decide(req *ratelimit.Request, now, storeNow int64, o op) (algo
 		sl = &e.slots[len(e.slots)-1]
 	}
 	e.used = true
+	r := algorithm.RateOf(req.Policy)
 	if o == peek {
-		return sl.decide(req, now, peek), nil
+		return sl.decide(req, r, now, peek), nil
 	}
 	held := sl.log.Len()
 	var out algorithm.Outcome
 	if o == refund {
 		var ok bool
-		if out, ok = sl.refund(req, now); !ok {
-			return out, overRefund(req, sl.decide(req, now, peek).Count)
+		if out, ok = sl.refund(req, r, now); !ok {
+			return out, overRefund(req, sl.decide(req, r, now, peek).Count)
 		}
-	} else {
-		out = sl.decide(req, now, take)
+	} else if out = sl.decide(req, r, now, take); !out.Allowed {
+		return out, nil // nothing recorded: the expiry stands
 	}
-	life := sl.life(req, now)
-	sl.expireAt = max(sl.expireAt, storeNow+max(life, req.Retention().Microseconds()))
-	if grown := sl.log.Len() - held; grown != 0 {
-		sh.entries += grown
-		if grown > 0 && sh.entries > sh.maxEntries {
-			sh.shed(req.Key.ID, storeNow)
+	sl.expireAt = max(sl.expireAt, storeNow+max(sl.life(req, r, now), req.Retention().Microseconds()))
+	if alg == ratelimit.SlidingWindow {
+		if grown := sl.log.Len() - held; grown != 0 {
+			sh.entries += grown
+			if grown > 0 && sh.entries > sh.maxEntries {
+				sh.shed(req.Key.ID, storeNow)
+			}
 		}
 	}
 	return out, nil
@@ -438,8 +440,8 @@ func overRefund(req *ratelimit.Request, held int64) error {
 }
 
 // decide decides req at now (a peek or a take) under its algorithm.
-func (st *state) decide(req *ratelimit.Request, now int64, o op) algorithm.Outcome {
-	r, n := algorithm.RateOf(req.Policy), int64(req.Cost)
+func (st *state) decide(req *ratelimit.Request, r algorithm.Rate, now int64, o op) algorithm.Outcome {
+	n := int64(req.Cost)
 	switch req.Policy.Algorithm {
 	case ratelimit.FixedWindow:
 		if o == peek {
@@ -463,8 +465,8 @@ func (st *state) decide(req *ratelimit.Request, now int64, o op) algorithm.Outco
 	return st.log.Take(now, r, n)
 }
 
-func (st *state) refund(req *ratelimit.Request, now int64) (algorithm.Outcome, bool) {
-	r, n := algorithm.RateOf(req.Policy), int64(req.Cost)
+func (st *state) refund(req *ratelimit.Request, r algorithm.Rate, now int64) (algorithm.Outcome, bool) {
+	n := int64(req.Cost)
 	switch req.Policy.Algorithm {
 	case ratelimit.FixedWindow:
 		return st.fixed.Refund(now, r, n)
@@ -478,8 +480,7 @@ func (st *state) refund(req *ratelimit.Request, now int64) (algorithm.Outcome, b
 
 // life is how long after now (µs, on the request's clock) the state still
 // matters under req's policy.
-func (st *state) life(req *ratelimit.Request, now int64) int64 {
-	r := algorithm.RateOf(req.Policy)
+func (st *state) life(req *ratelimit.Request, r algorithm.Rate, now int64) int64 {
 	switch req.Policy.Algorithm {
 	case ratelimit.FixedWindow:
 		return st.fixed.Life(now, r)

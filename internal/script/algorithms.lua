@@ -31,58 +31,69 @@ local function cost_of(member)
   return 1
 end
 
--- add_entry records an entry of cost at score under a fresh member.
--- Members are small integers, compact in a listpack, unique among the
--- entries: the counter proposes the next id in [1, span], and ZADD NX moves
--- on past a member still in use (span > limit >= entries).
-local function add_entry(log, meta, score, cost, limit)
+-- stale_extra is the part of extra held by the entries of log at or before
+-- cutoff (0 when extra is: every entry is one unit).
+local function stale_extra(log, cutoff, extra)
+  local x = 0
+  if extra > 0 then
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
+      x = x + cost_of(member) - 1
+    end
+  end
+  return x
+end
+
+-- new_member is a member for an entry of cost, unique among the entries of
+-- log: members are small integers, compact in a listpack; the counter n
+-- proposes the next id in [1, span], and ZADD NX moves on past a member still
+-- in use (span > limit >= entries). It returns the member and the new n.
+local function add_entry(log, score, cost, limit, n)
   local span = math.max(4096, 2 * limit)
-  local id = redis.call('HINCRBY', meta, 'n', 1)
   local member
   repeat
-    id = id % span + 1
-    member = tostring(id)
+    n = n % span + 1
+    member = tostring(n)
     if cost > 1 then member = member .. ':' .. cost end
   until redis.call('ZADD', log, 'NX', score, member) == 1
+  return n
 end
 
 local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
-  local m = redis.call('HMGET', meta, 'x', 't')
-  local extra, newest = tonumber(m[1]) or 0, tonumber(m[2])
-
-  -- stale_extra is the part of extra held by the entries at or before cutoff.
-  local function stale_extra()
-    local x = 0
-    if extra > 0 then
-      for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
-        x = x + cost_of(member) - 1
-      end
-    end
-    return x
-  end
-  local count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra()
-
-  if op == 'refund' and cost > count then return 2, count, 0, 0 end
-  if op ~= 'peek' then -- a take or a refund writes: re-time the future, prune
-    if newest and newest > now then
-      local future = redis.call('ZRANGEBYSCORE', log, string.format('(%.0f', now), '+inf')
-      for i = 1, #future, 256 do
-        local args = {}
-        for j = i, math.min(i + 255, #future) do
-          args[#args + 1] = now
-          args[#args + 1] = future[j]
-        end
-        redis.call('ZADD', log, 'XX', unpack(args))
-      end
-      redis.call('HSET', meta, 't', now)
-    end
-    local pruned = stale_extra()
+  local m = redis.call('HMGET', meta, 'n', 'x', 't')
+  local seq, extra, newest = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3])
+  local count
+  if op == 'take' and not (newest and newest > now) then -- the common case: prune, then count
+    local pruned = stale_extra(log, cutoff, extra)
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
     if pruned > 0 then
       extra = extra - pruned
       redis.call('HSET', meta, 'x', extra)
     end
-    redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+    count = redis.call('ZCARD', log) + extra
+  else
+    count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
+    if op == 'refund' and cost > count then return 2, count, 0, 0 end
+    if op ~= 'peek' then -- a take or a refund writes: re-time the future, prune
+      if newest and newest > now then
+        local future = redis.call('ZRANGEBYSCORE', log, string.format('(%.0f', now), '+inf')
+        for i = 1, #future, 256 do
+          local args = {}
+          for j = i, math.min(i + 255, #future) do
+            args[#args + 1] = now
+            args[#args + 1] = future[j]
+          end
+          redis.call('ZADD', log, 'XX', unpack(args))
+        end
+        redis.call('HSET', meta, 't', now)
+      end
+      local pruned = stale_extra(log, cutoff, extra)
+      redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+      if pruned > 0 then
+        extra = extra - pruned
+        redis.call('HSET', meta, 'x', extra)
+      end
+    end
   end
 
   local ttl_ms = ttl(window, retain, slack)
@@ -93,13 +104,13 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
       local member, c = top[1], cost_of(top[1])
       redis.call('ZREM', log, member)
       if c > n then
-        add_entry(log, meta, top[2], c - n, limit)
+        seq = add_entry(log, top[2], c - n, limit, seq)
         extra, n = extra - n, 0
       else
         extra, n = extra - (c - 1), n - c
       end
     end
-    redis.call('HSET', meta, 'x', extra)
+    redis.call('HSET', meta, 'n', seq, 'x', extra)
     redis.call('PEXPIRE', log, ttl_ms)
     redis.call('PEXPIRE', meta, ttl_ms)
     count, cost, op = count - cost, 1, 'peek'
@@ -113,7 +124,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
     retry = window
     if k <= count then
       local at
-      if extra - stale_extra() == 0 then -- every entry in the window is one unit
+      if extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
         at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2])
       else
         local offset = 0
@@ -129,12 +140,9 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
       retry = math.min(at, now) + window - now
     end
   elseif op == 'take' then
-    add_entry(log, meta, now, cost, limit)
-    if cost > 1 then
-      redis.call('HSET', meta, 't', now, 'x', extra + cost - 1)
-    else
-      redis.call('HSET', meta, 't', now)
-    end
+    seq = add_entry(log, now, cost, limit, seq)
+    if cost > 1 then extra = extra + cost - 1 end
+    redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra)
     count = count + cost
     redis.call('PEXPIRE', log, ttl_ms)
     redis.call('PEXPIRE', meta, ttl_ms)
