@@ -12,22 +12,28 @@ type Decision struct {
 	// Allowed reports whether the request was admitted (for Peek: whether
 	// the request would be admitted now).
 	Allowed bool
-	// Limit is the policy's limit the decision was made under.
+	// Limit is the policy's limit the decision was made under
+	// (Policy.MaxCost: for GCRA, the burst).
 	Limit int
 	// Remaining is Limit-Count, never negative: how many more requests of
 	// cost 1 the key may make now.
 	Remaining int
-	// Count is the number of requests in the current window after this
-	// decision (including this one when it was admitted).
+	// Count is the quota in use after this decision (including this
+	// request when it was admitted): the requests in the window; for the
+	// counter, its weighted estimate; for GCRA, the requests' worth the
+	// bucket holds, rounded up.
 	Count int
-	// ResetAt is when the window next frees quota: for a sliding window,
-	// when the oldest request in it leaves (the decision time if the
-	// window is empty); for a fixed window, when the window ends.
+	// ResetAt is when quota next frees: for a sliding window, when the
+	// oldest request in it leaves; for a fixed window, when the window
+	// ends; for the counter and GCRA, when Count next drops. It is the
+	// decision time when nothing is in use.
 	ResetAt time.Time
-	// RetryAfter is zero when Allowed. Otherwise it is how long until the
-	// same request would be admitted: for a sliding window, exactly until
-	// enough of the oldest requests have left the window; for a fixed
-	// window, until the window ends.
+	// RetryAfter is zero when Allowed. Otherwise it is exactly how long
+	// until the same request would be admitted, should nothing else be:
+	// for a sliding window, until enough of the oldest requests have left
+	// the window; for a fixed window, until the window ends; for the
+	// counter, until enough of the previous window has slid out; for GCRA,
+	// until the bucket has drained enough.
 	RetryAfter time.Duration
 	// At is the time the decision was made at, on the clock that made it:
 	// the store's (a server's TIME), or the caller's with WithCallerClock.

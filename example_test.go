@@ -186,3 +186,70 @@ func ExampleLimiter_Wait() {
 	// Output:
 	// allowed: true after the first left: true
 }
+
+// GCRA spaces requests evenly (here one every 100ms) and lets an idle key
+// make a burst (here 3) at once; a denial says exactly when the next fits.
+func ExampleTokenBucket() {
+	store := memory.New()
+	defer store.Close()
+	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+	limiter, _ := ratelimit.New(store, ratelimit.TokenBucket(10, time.Second, 3), ratelimit.WithCallerClock(clock.Now))
+	ctx := context.Background()
+	for i := 1; i <= 4; i++ {
+		d, _ := limiter.Allow(ctx, "user:42")
+		fmt.Printf("request %d: allowed=%v retry-after=%v\n", i, d.Allowed, d.RetryAfter)
+	}
+	clock.Advance(100 * time.Millisecond)
+	d, _ := limiter.Allow(ctx, "user:42")
+	fmt.Println("100ms later:", d.Allowed)
+	// Output:
+	// request 1: allowed=true retry-after=0s
+	// request 2: allowed=true retry-after=0s
+	// request 3: allowed=true retry-after=0s
+	// request 4: allowed=false retry-after=100ms
+	// 100ms later: true
+}
+
+// A policy per key: paying customers get more, and a tier that changes
+// applies at once, with the key's history.
+func ExampleWithPolicyFunc() {
+	store := memory.New()
+	defer store.Close()
+	tiers := map[string]ratelimit.Policy{"acme": ratelimit.PerMinute(5)}
+	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(2),
+		ratelimit.WithPolicyFunc(func(_ context.Context, key string) (ratelimit.Policy, error) {
+			return tiers[key], nil // the zero Policy for others: the Limiter's own
+		}))
+	ctx := context.Background()
+	for _, customer := range []string{"acme", "someone"} {
+		admitted := 0
+		for i := 0; i < 6; i++ {
+			if d, _ := limiter.Allow(ctx, customer); d.Allowed {
+				admitted++
+			}
+		}
+		fmt.Printf("%s: %d of 6\n", customer, admitted)
+	}
+	// Output:
+	// acme: 5 of 6
+	// someone: 2 of 6
+}
+
+// A request admitted and then not served gives its quota back.
+func ExampleLimiter_Refund() {
+	store := memory.New()
+	defer store.Close()
+	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(3))
+	ctx := context.Background()
+	d, _ := limiter.AllowN(ctx, "user:42", 3)
+	fmt.Println("remaining:", d.Remaining)
+	// ... the upstream failed: the request was not served.
+	d, _ = limiter.Refund(ctx, "user:42", 3)
+	fmt.Println("after the refund:", d.Remaining)
+	_, err := limiter.Refund(ctx, "user:42", 1)
+	fmt.Println("refunding what was not taken:", errors.Is(err, ratelimit.ErrInvalidCost))
+	// Output:
+	// remaining: 0
+	// after the refund: 3
+	// refunding what was not taken: true
+}

@@ -83,3 +83,53 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 		require.Equal(t, want, got, "seed %d step %d: %+v", seed, i, req)
 	}
 }
+
+// The sliding window counter is held to its stated bound: in the window
+// ending at each admission, at most Limit + floor(p*e/Window). Under the
+// worst traffic (a whole window's quota at the very end of the previous
+// window, then requests as fast as admitted) it comes close to twice the
+// limit, which is why the bound is stated; under random traffic it stays
+// near the limit.
+func TestSlidingCounterStaysWithinItsBound(t *testing.T) {
+	const limit, window = 100, int64(1_000_000)
+	p := ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, limit, time.Second)
+	r := algorithm.RateOf(p)
+	worst := func(times []int64) int { // the most admissions in any interval of one window
+		most := 0
+		for j := range times {
+			i := j
+			for i > 0 && times[i-1] > times[j]-window {
+				i--
+			}
+			most = max(most, j-i+1)
+		}
+		return most
+	}
+
+	var c algorithm.SlidingCounter
+	var times []int64
+	at := 10*window - 1 // the last µs of a window
+	for i := 0; i < limit; i++ {
+		require.True(t, c.Take(at, r, 1).Allowed)
+		times = append(times, at)
+	}
+	for now := 10 * window; now < 11*window; now += 100 {
+		if c.Take(now, r, 1).Allowed {
+			times = append(times, now)
+		}
+	}
+	require.Zero(t, conformance.OverAdmissions(times, p), "adversarial traffic stays within the bound")
+	adversarial := worst(times)
+	require.Greater(t, adversarial, limit+limit/2, "and the bound is no formality: it comes close to 2*limit")
+	require.Less(t, adversarial, 2*limit)
+
+	rng := rand.New(rand.NewSource(3))
+	c, times = algorithm.SlidingCounter{}, nil
+	for now := int64(0); now < 50*window; now += int64(rng.Intn(20_000)) {
+		if c.Take(now, r, 1).Allowed {
+			times = append(times, now)
+		}
+	}
+	require.Zero(t, conformance.OverAdmissions(times, p))
+	t.Logf("the most admitted in one window: %d under the worst traffic, %d under random traffic, for a limit of %d", adversarial, worst(times), limit)
+}
