@@ -103,7 +103,7 @@ func openBackend(name, addr string, srvs *servers) (*backend, error) {
 // counts them too, though no client sent them.
 var scriptCommands = map[string]bool{
 	"time": true, "zremrangebyscore": true, "zcard": true, "zcount": true, "zrangebyscore": true,
-	"incrby": true, "hincrby": true, "zadd": true, "zrem": true, "zrevrange": true, "pexpire": true,
+	"incrby": true, "hincrby": true, "zadd": true, "zrem": true, "zrevrange": true, "zremrangebyrank": true, "zscore": true, "pexpire": true,
 	"hmget": true, "hset": true, "get": true, "set": true,
 	"info": true, // the report's own
 }

@@ -26,8 +26,8 @@ end
 -- meta  a hash: n = the counter that names entries, x = the sum of cost-1
 --       over the entries, t = the newest entry's time
 local function cost_of(member)
-  local c = string.match(member, ':(%d+)$')
-  if c then return tonumber(c) end
+  local i = string.find(member, ':', 1, true)
+  if i then return tonumber(string.sub(member, i + 1)) end
   return 1
 end
 
@@ -98,18 +98,27 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
 
   local ttl_ms = ttl(window, retain, slack)
   if op == 'refund' then -- drop the newest units
-    local n = cost
-    while n > 0 do
-      local top = redis.call('ZREVRANGE', log, 0, 0, 'WITHSCORES')
-      local member, c = top[1], cost_of(top[1])
-      redis.call('ZREM', log, member)
-      if c > n then
-        seq = add_entry(log, top[2], c - n, limit, seq)
-        extra, n = extra - n, 0
-      else
-        extra, n = extra - (c - 1), n - c
+    local n, k, rest, offset = cost, cost, nil, 0
+    if extra > 0 then -- find how many of the newest entries hold them, 256 per call
+      k = 0
+      while n > 0 do
+        local top = redis.call('ZREVRANGE', log, offset, offset + 255)
+        for i = 1, #top do
+          local c = cost_of(top[i])
+          k = k + 1
+          if c > n then -- the rest of this entry stays, under a fresh member
+            rest = {redis.call('ZSCORE', log, top[i]), c - n}
+            extra, n = extra - n, 0
+            break
+          end
+          extra, n = extra - (c - 1), n - c
+          if n == 0 then break end
+        end
+        offset = offset + 256
       end
     end
+    redis.call('ZREMRANGEBYRANK', log, -k, -1)
+    if rest then seq = add_entry(log, rest[1], rest[2], limit, seq) end
     redis.call('HSET', meta, 'n', seq, 'x', extra)
     redis.call('PEXPIRE', log, ttl_ms)
     redis.call('PEXPIRE', meta, ttl_ms)

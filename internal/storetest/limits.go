@@ -69,11 +69,13 @@ func assertNoError(t *testing.T, err error) bool {
 
 // largestDecision fills a sliding log at MaxLogLimit with entries of cost 1,
 // all made at one instant, so that the next decision, a window later, prunes
-// every one of them: the most work one decision can do. (A cost of 1,000,000
-// once wrote a million entries in one script, and the server answered
-// nobody else for 3.5s.) Meanwhile another client pings the server: the
-// slowest answer must come within 100ms, a margin of 20x and more over what
-// such a decision costs on a slow machine; the figures are logged.
+// every one of them: the most work one decision can do; then fills it again
+// and refunds all 10,000 units at once, dropping every entry (one of them of
+// cost 2, so that the refund reads the cost of each). (A cost of
+// 1,000,000 once wrote a million entries in one script, and the server
+// answered nobody else for 3.5s.) Meanwhile another client pings the server:
+// the slowest answer must come within 100ms, a margin of 20x and more over
+// what such a decision costs on a slow machine; the figures are logged.
 func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	at := time.Now()
@@ -81,32 +83,65 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
 	pre := prefix()
 	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < ratelimit.MaxLogLimit/16; i++ {
-				if d, err := l.Allow(ctx, "heavy"); err == nil && d.Allowed {
-					admitted.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	require.EqualValues(t, ratelimit.MaxLogLimit, admitted.Load())
 	a := admin(t, addr)
 	log := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "heavy"}, Policy: l.Policy()})[0]
-	require.EqualValues(t, ratelimit.MaxLogLimit, a.ZCard(ctx, log).Val())
+	fill := func(first int) { // a first request of cost first, then requests of cost 1 up to the limit
+		d, err := l.AllowN(ctx, "heavy", first)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		var admitted atomic.Int64
+		admitted.Add(int64(first))
+		var wg sync.WaitGroup
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < ratelimit.MaxLogLimit/16; i++ {
+					if d, err := l.Allow(ctx, "heavy"); err == nil && d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		require.EqualValues(t, ratelimit.MaxLogLimit, admitted.Load())
+		require.EqualValues(t, ratelimit.MaxLogLimit-first+1, a.ZCard(ctx, log).Val())
+	}
 
-	stop := make(chan struct{})
-	var slowest atomic.Int64
-	var pings atomic.Int64
-	pinged := make(chan struct{})
+	fill(1)
+	var d ratelimit.Decision
+	var err error
+	took, slowest, pings := whilePinging(t, addr, func() {
+		mu.Lock()
+		at = at.Add(time.Hour) // every entry leaves: the next decision prunes 10,000
+		mu.Unlock()
+		d, err = l.AllowN(ctx, "heavy", ratelimit.MaxLogLimit) // and records the largest cost: one entry
+	})
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.EqualValues(t, 1, a.ZCard(ctx, log).Val(), "a cost of %d is one entry", ratelimit.MaxLogLimit)
+	t.Logf("the decision pruning %d entries took %v; %d pings meanwhile, the slowest %v", ratelimit.MaxLogLimit, took, pings, slowest)
+	require.Less(t, slowest, 100*time.Millisecond, "the server kept answering other clients")
+
+	require.NoError(t, l.Reset(ctx, "heavy"))
+	fill(2) // one entry of cost 2: the refund reads every entry's cost
+
+	took, slowest, pings = whilePinging(t, addr, func() { d, err = l.Refund(ctx, "heavy", ratelimit.MaxLogLimit) })
+	require.NoError(t, err)
+	require.Zero(t, d.Count)
+	require.Zero(t, a.ZCard(ctx, log).Val(), "every entry refunded")
+	t.Logf("the refund of %d entries (one of cost 2) took %v; %d pings meanwhile, the slowest %v", ratelimit.MaxLogLimit, took, pings, slowest)
+	require.Less(t, slowest, 100*time.Millisecond, "the server kept answering other clients")
+}
+
+// whilePinging runs do while another client pings the server at addr, and
+// reports how long do took, the slowest ping and how many there were.
+func whilePinging(t *testing.T, addr string, do func()) (took, slowest time.Duration, pings int) {
+	ctx := context.Background()
+	p := admin(t, addr)
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(pinged)
-		p := admin(t, addr)
+		defer close(done)
 		for {
 			select {
 			case <-stop:
@@ -118,25 +153,16 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 				t.Error(err)
 				return
 			}
-			pings.Add(1)
-			if d := int64(time.Since(began)); d > slowest.Load() {
-				slowest.Store(d)
-			}
+			pings++
+			slowest = max(slowest, time.Since(began))
 		}
 	}()
 	time.Sleep(20 * time.Millisecond)
-	mu.Lock()
-	at = at.Add(time.Hour) // every entry leaves: the next decision prunes 10,000
-	mu.Unlock()
 	began := time.Now()
-	d, err := l.AllowN(ctx, "heavy", ratelimit.MaxLogLimit) // and records the largest cost: one entry
-	took := time.Since(began)
+	do()
+	took = time.Since(began)
 	time.Sleep(20 * time.Millisecond)
 	close(stop)
-	<-pinged
-	require.NoError(t, err)
-	require.True(t, d.Allowed)
-	require.EqualValues(t, 1, a.ZCard(ctx, log).Val(), "a cost of %d is one entry", ratelimit.MaxLogLimit)
-	t.Logf("the decision pruning %d entries took %v; %d pings meanwhile, the slowest %v", ratelimit.MaxLogLimit, took, pings.Load(), time.Duration(slowest.Load()))
-	require.Less(t, time.Duration(slowest.Load()), 100*time.Millisecond, "the server kept answering other clients")
+	<-done
+	return took, slowest, pings
 }
