@@ -58,18 +58,25 @@ local function add_entry(log, score, cost, limit, n)
   return n
 end
 
+-- prune drops the entries of log at or before cutoff, and returns extra
+-- without their part (written to meta when it changed).
+local function prune(log, meta, cutoff, extra)
+  local pruned = stale_extra(log, cutoff, extra)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  if pruned > 0 then
+    extra = extra - pruned
+    redis.call('HSET', meta, 'x', extra)
+  end
+  return extra
+end
+
 local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
   local m = redis.call('HMGET', meta, 'n', 'x', 't')
   local seq, extra, newest = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3])
   local count
   if op == 'take' and not (newest and newest > now) then -- the common case: prune, then count
-    local pruned = stale_extra(log, cutoff, extra)
-    redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
-    if pruned > 0 then
-      extra = extra - pruned
-      redis.call('HSET', meta, 'x', extra)
-    end
+    extra = prune(log, meta, cutoff, extra)
     count = redis.call('ZCARD', log) + extra
   else
     count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
@@ -87,12 +94,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
         end
         redis.call('HSET', meta, 't', now)
       end
-      local pruned = stale_extra(log, cutoff, extra)
-      redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
-      if pruned > 0 then
-        extra = extra - pruned
-        redis.call('HSET', meta, 'x', extra)
-      end
+      extra = prune(log, meta, cutoff, extra)
     end
   end
 
