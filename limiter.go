@@ -121,6 +121,9 @@ func New(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if s, ok := store.(InProcessStore); ok && s.InProcess() {
 		l.timeout = 0
 	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if l.retention == 0 {
 		l.retention = p.Window.Truncate(time.Microsecond)
 	}

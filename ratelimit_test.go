@@ -132,3 +132,21 @@ func TestEveryStoreCallHasATimeBudget(t *testing.T) {
 		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "timeout %v", d)
 	}
 }
+
+// New reports an invalid policy as one, whatever the options, and checks
+// the retention against it.
+func TestNewValidatesThePolicyAndTheRetention(t *testing.T) {
+	for _, p := range []ratelimit.Policy{{Limit: 1}, {Limit: 1, Window: -time.Second}, {Limit: 0, Window: time.Second}} {
+		_, err := ratelimit.New(failingStore{}, p)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, "%+v", p)
+	}
+	_, err := ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(time.Second))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, "a window longer than the retention")
+	_, err = ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(-time.Second))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
+	l, err := ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, l.SetPolicy(ratelimit.PerHour(1)), "a window up to the retention")
+	require.ErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 1, Window: 2 * time.Hour}), ratelimit.ErrInvalidPolicy)
+	require.Equal(t, ratelimit.PerHour(1), l.Policy(), "a refused policy changes nothing")
+}
