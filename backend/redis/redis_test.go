@@ -46,8 +46,19 @@ func TestConformanceOnACluster(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(clusterClient(t, srv.Addr)) })
 }
 
-func clusterClient(t testing.TB, addr string) *goredis.ClusterClient {
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true})
+// A real cluster of three masters with a replica each: the suite through a
+// ClusterClient, and the keys of 1,000 users spread over the masters.
+func TestOnAThreeMasterCluster(t *testing.T) {
+	c := testserver.GetCluster(t, testserver.RedisCluster)
+	t.Logf("cluster: %s", c.Origin)
+	t.Run("conformance", func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(clusterClient(t, c.Addrs...)) })
+	})
+	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, redis.New(clusterClient(t, c.Addrs...))) })
+}
+
+func clusterClient(t testing.TB, addrs ...string) *goredis.ClusterClient {
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -42,8 +42,20 @@ func TestPrefixesWithBracesOnACluster(t *testing.T) {
 	storetest.PrefixesOnACluster(t, valkey.New(clusterClient(t, testserver.OwnCluster(t, testserver.Valkey).Addr)))
 }
 
-func clusterClient(t *testing.T, addr string) vk.Client {
-	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+// A real cluster of three masters with a replica each (a Valkey cluster
+// where valkey-server is on PATH): the suite through valkey-go's cluster
+// client, and the keys of 1,000 users spread over the masters.
+func TestOnAThreeMasterCluster(t *testing.T) {
+	c := testserver.GetCluster(t, testserver.ValkeyCluster)
+	t.Logf("cluster: %s", c.Origin)
+	t.Run("conformance", func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(clusterClient(t, c.Addrs...)) })
+	})
+	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, valkey.New(clusterClient(t, c.Addrs...))) })
+}
+
+func clusterClient(t *testing.T, addrs ...string) vk.Client {
+	c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c

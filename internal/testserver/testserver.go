@@ -67,7 +67,10 @@ func Main(m *testing.M) {
 	for _, s := range started {
 		s.Stop()
 	}
-	started = map[string]*Server{}
+	for _, c := range clusters {
+		c.Stop()
+	}
+	started, clusters = map[string]*Server{}, map[string]*Cluster{}
 	mu.Unlock()
 	os.Exit(code)
 }
