@@ -72,17 +72,37 @@ type Store struct {
 	// boxed once per policy (go-redis formats them), a cost up to 255 boxed
 	// without allocating.
 	args *script.ArgCache[any]
+	// reload asks a cluster client to re-read the cluster's layout (nil for
+	// other clients); see failed.
+	reload func(context.Context)
 }
 
 // New returns a Store deciding on client's server.
 func New(client Client) *Store {
-	return &Store{
+	s := &Store{
 		client: client,
 		script: goredis.NewScript(script.Decide),
 		args:   script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
 
 		honoursContext: contextTimeoutEnabled(client),
 		readTimeout:    readTimeout(client),
+	}
+	if c, ok := client.(interface{ ReloadState(context.Context) }); ok {
+		s.reload = c.ReloadState
+	}
+	return s
+}
+
+// failed is told of every error. A cluster client re-reads the cluster's
+// layout only every 10 seconds or on a MOVED reply, and a master that died
+// answers neither: its keys would keep failing long after its replica took
+// over. On any error, a cluster client is asked to reload the layout (in
+// the background, at most every 200ms: go-redis's own cool-down), so that
+// the keys follow their slots to the new master within moments of the
+// failover.
+func (s *Store) failed(err error) {
+	if err != nil && s.reload != nil {
+		s.reload(context.Background())
 	}
 }
 
@@ -195,13 +215,16 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
 	return nil
 }
 
-func (s *Store) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
+func (s *Store) run(ctx context.Context, keys []string, args []any) (reply []int64, err error) {
 	ctx, cancel := s.capped(ctx)
 	defer cancel()
 	if s.honoursContext { // the hot path: no closure
-		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
+		reply, err = s.script.Run(ctx, s.client, keys, args...).Int64Slice()
+	} else {
+		reply, err = script.Bounded(ctx, "ratelimit/redis", false, func(ctx context.Context) ([]int64, error) {
+			return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
+		})
 	}
-	return script.Bounded(ctx, "ratelimit/redis", false, func(ctx context.Context) ([]int64, error) {
-		return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
-	})
+	s.failed(err)
+	return reply, err
 }

@@ -54,6 +54,13 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, valkey.New(clusterClient(t, c.Addrs...))) })
 }
 
+// A master of a real cluster killed under load (see storetest.Failover).
+func TestFailover(t *testing.T) {
+	storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
+		return valkey.New(clusterClient(t, addrs...))
+	}, true)
+}
+
 func clusterClient(t *testing.T, addrs ...string) vk.Client {
 	c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true})
 	require.NoError(t, err)

@@ -64,10 +64,10 @@ func GetCluster(t testing.TB, k ClusterKind) *Cluster {
 
 // OwnReplicatedCluster starts a cluster of three masters and three replicas
 // for t alone, whose nodes fail over after nodeTimeout; it is stopped when t
-// ends. Its nodes can be killed.
-func OwnReplicatedCluster(t testing.TB, k Kind, nodeTimeout time.Duration) *Cluster {
+// ends. Its nodes can be killed. extra are more arguments for every node.
+func OwnReplicatedCluster(t testing.TB, k Kind, nodeTimeout time.Duration, extra ...string) *Cluster {
 	t.Helper()
-	c, err := StartCluster(k.Binaries, nodeTimeout)
+	c, err := StartCluster(k.Binaries, nodeTimeout, extra...)
 	if err != nil {
 		unavailable(t, "no cluster of the test's own: %v", err)
 	}
@@ -79,8 +79,8 @@ func OwnReplicatedCluster(t testing.TB, k Kind, nodeTimeout time.Duration) *Clus
 // makes them a cluster of three masters, each with a replica, declaring a
 // node failed after nodeTimeout; it returns once every node says
 // cluster_state:ok and every replica's link to its master is up. The caller
-// stops it.
-func StartCluster(binaries []string, nodeTimeout time.Duration) (c *Cluster, err error) {
+// stops it. extra are more arguments for every node.
+func StartCluster(binaries []string, nodeTimeout time.Duration, extra ...string) (c *Cluster, err error) {
 	c = &Cluster{}
 	defer func() {
 		if err != nil {
@@ -89,8 +89,8 @@ func StartCluster(binaries []string, nodeTimeout time.Duration) (c *Cluster, err
 	}()
 	var nodes []*Server
 	for i := 0; i < 6; i++ {
-		s, err := StartFromPath(binaries, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
+		s, err := StartFromPath(binaries, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10)}, extra...)...)
 		if err != nil {
 			return c, err
 		}

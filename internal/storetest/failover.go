@@ -1,0 +1,184 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+// NewClusterStore returns a store on a new cluster client of the nodes at
+// addrs.
+type NewClusterStore func(t *testing.T, addrs []string) ratelimit.Store
+
+// Failover kills one master of a real cluster (three masters, a replica
+// each, cluster-node-timeout 1s) under load from 16 goroutines, each with
+// keys of its own on every master, on the Limiter's default time budget,
+// and requires:
+//   - every failed call to fail within its budget and a margin, with an
+//     error wrapping ratelimit.ErrStore;
+//   - the other masters' keys to keep being decided, at their speed;
+//   - the dead master's keys to be decided again soon after its replica is
+//     promoted;
+//
+// and, when fullSpeed, the other masters' keys to be decided at least at
+// half the rate they were before the kill (a client that backs off on a dead
+// node holds its callers there). It reports the figures, with the requests
+// that asynchronous replication lost: admitted by the dead master and not
+// replicated before it died, so not counted by the new one, which can
+// therefore admit them again.
+func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fullSpeed bool) {
+	const goroutines, keysPerMaster, margin = 16, 4, 150 * time.Millisecond
+	// Without cluster-require-full-coverage no, every master refuses every
+	// command (CLUSTERDOWN) from the moment one is marked failed until its
+	// replica is promoted: the healthy shards stop too.
+	c := testserver.OwnReplicatedCluster(t, kind, time.Second, "--cluster-require-full-coverage", "no")
+	// Every request is admitted and counted, so that the count each key
+	// holds after the failover can be compared with what was admitted.
+	l := limiter(t, newStore(t, c.Addrs), ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), prefix())
+	ctx := context.Background()
+
+	// Keys of each goroutine on each master, found by asking the cluster.
+	a := admin(t, c.Masters[0].Addr)
+	masterOf := func(key string) int {
+		slot, err := a.ClusterKeySlot(ctx, "{"+key+"}").Result()
+		require.NoError(t, err)
+		return int(slot * 3 / 16384)
+	}
+	type key struct {
+		name   string
+		master int
+	}
+	keys := make([][]key, goroutines)
+	for g := range keys {
+		need := [3]int{}
+		for i := 0; need != [3]int{keysPerMaster, keysPerMaster, keysPerMaster}; i++ {
+			name := "g" + strconv.Itoa(g) + "-" + strconv.Itoa(i)
+			if m := masterOf(name); need[m] < keysPerMaster {
+				need[m]++
+				keys[g] = append(keys[g], key{name, m})
+			}
+		}
+	}
+
+	type stats struct {
+		calls, failed, late atomic.Int64
+		failedTook          atomic.Int64 // ns, summed
+		lastFail, firstOK   atomic.Int64 // ns since the kill
+		firstErr            atomic.Value
+	}
+	var perMaster [3]stats
+	var admitted sync.Map // key -> *atomic.Int64
+	var wrongErr atomic.Value
+	var killed atomic.Int64 // UnixNano of the kill, 0 before
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(mine []key) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := mine[i%len(mine)]
+				began := time.Now()
+				d, err := l.Allow(ctx, k.name)
+				took := time.Since(began)
+				st := &perMaster[k.master]
+				st.calls.Add(1)
+				since := int64(0)
+				if at := killed.Load(); at != 0 {
+					since = time.Now().UnixNano() - at
+				}
+				if err != nil {
+					st.failed.Add(1)
+					st.failedTook.Add(int64(took))
+					st.lastFail.Store(since)
+					st.firstErr.CompareAndSwap(nil, err.Error()+" after "+time.Duration(since).String())
+					if took > ratelimit.DefaultTimeout+margin {
+						st.late.Add(1)
+					}
+					if !errors.Is(err, ratelimit.ErrStore) {
+						wrongErr.CompareAndSwap(nil, err)
+					}
+					continue
+				}
+				if since > 0 {
+					st.firstOK.CompareAndSwap(0, since)
+				}
+				if d.Allowed {
+					n, _ := admitted.LoadOrStore(k.name, new(atomic.Int64))
+					n.(*atomic.Int64).Add(1)
+				}
+			}
+		}(keys[g])
+	}
+
+	time.Sleep(time.Second)
+	var before [3]int64
+	beforeAt := time.Now()
+	for m := range perMaster {
+		before[m] = perMaster[m].calls.Load()
+	}
+	require.NoError(t, c.Masters[0].Kill())
+	killed.Store(time.Now().UnixNano())
+	promoted := time.Duration(0)
+	require.Eventually(t, func() bool {
+		role, err := admin(t, c.Replicas[0].Addr).Do(ctx, "ROLE").Slice()
+		if err == nil && role[0] == "master" {
+			promoted = time.Duration(time.Now().UnixNano() - killed.Load())
+			return true
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "the replica is promoted")
+	// The dead master's keys decide again soon after the promotion.
+	require.Eventually(t, func() bool {
+		return perMaster[0].firstOK.Load() != 0 && perMaster[0].lastFail.Load() < perMaster[0].firstOK.Load()
+	}, promoted+10*time.Second, 10*time.Millisecond, "decisions for the dead master's keys resume")
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	after := time.Since(beforeAt)
+	require.Nil(t, wrongErr.Load(), "an error not wrapping ratelimit.ErrStore")
+	resumed := time.Duration(perMaster[0].lastFail.Load())
+	lost := int64(0)
+	admitted.Range(func(k, n any) bool {
+		d, err := l.Peek(ctx, k.(string))
+		require.NoError(t, err)
+		lost += max(0, n.(*atomic.Int64).Load()-int64(d.Count))
+		return true
+	})
+	dead := &perMaster[0]
+	t.Logf("replica promoted %v after the kill; the dead master's keys failed until %v (%d of %d calls failed, in %v each on average, %d late; first: %v)",
+		promoted, resumed, dead.failed.Load(), dead.calls.Load(), time.Duration(dead.failedTook.Load()/max(1, dead.failed.Load())), dead.late.Load(), dead.firstErr.Load())
+	for m := 1; m < 3; m++ {
+		st := &perMaster[m]
+		t.Logf("master %d: %d calls/s before the kill, %.0f/s after, %d failed (first: %v)", m, before[m], float64(st.calls.Load()-before[m])/after.Seconds(), st.failed.Load(), st.firstErr.Load())
+	}
+	t.Logf("admitted requests the new master does not count (lost with the dead master, so admitted again): %d", lost)
+	for m := 0; m < 3; m++ {
+		require.Zero(t, perMaster[m].late.Load(), "master %d: calls that outlived the budget by %v", m, margin)
+	}
+	for m := 1; m < 3; m++ {
+		require.Zero(t, perMaster[m].failed.Load(), "master %d's keys kept being decided", m)
+	}
+	require.Less(t, resumed, promoted+2*time.Second, "decisions resume within 2s of the promotion")
+	if fullSpeed {
+		for m := 1; m < 3; m++ {
+			rate := float64(perMaster[m].calls.Load()-before[m]) / after.Seconds()
+			require.Greater(t, rate, float64(before[m])/2, "master %d's keys were decided at speed while another was down", m)
+		}
+	}
+}
