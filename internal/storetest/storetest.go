@@ -314,6 +314,9 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 // deadline with an error wrapping ErrStore and context.DeadlineExceeded.
 func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 	ctx := context.Background()
+	if err := DebugAllowed(addr); err != nil {
+		t.Fatal(err)
+	}
 	l := limiter(t, store, ratelimit.PerMinute(10), prefix())
 	_, err := l.Allow(ctx, "user") // connected, script loaded
 	require.NoError(t, err)
@@ -338,6 +341,21 @@ func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, elapsed, 500*time.Millisecond, "returned at its 50ms deadline, not when the server woke up")
 	require.NoError(t, <-sleeping)
+}
+
+// DebugAllowed reports, in words that say what to do, a server at addr that
+// refuses DEBUG, which SlowServer needs to put the server to sleep: Redis 7
+// and Valkey refuse it unless started with --enable-debug-command (the
+// servers the tests start have it; one given by REDIS_ADDR or VALKEY_ADDR
+// may not).
+func DebugAllowed(addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	err := c.Do(context.Background(), "DEBUG", "SLEEP", "0").Err()
+	if err != nil && strings.Contains(err.Error(), "DEBUG") {
+		return fmt.Errorf("the server at %s refuses DEBUG (%v), which this test needs to make the server slow: start it with --enable-debug-command yes (or local, for clients on loopback)", addr, err)
+	}
+	return err
 }
 
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
