@@ -29,8 +29,9 @@
 //     when that start is later than the stored one; a request that comes late
 //     (its window starts earlier) counts in the stored window, so the count
 //     never goes back; a stored window starting after now moves to now's,
-//     count and all. Admitted iff n <= limit-count. ResetAt is start+window,
-//     and a denial's RetryAfter is ResetAt-now.
+//     count and all. Admitted iff n <= limit-count. ResetAt is when the next
+//     aligned window starts (start+window, unless the window's length
+//     changed since start), and a denial's RetryAfter is ResetAt-now.
 //   - Sliding window counter (SlidingCounter): fixed windows as above, with
 //     the previous window's count p kept: when now is in the window after the
 //     stored one, the current count becomes p and the new count starts at 0;

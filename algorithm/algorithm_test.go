@@ -200,3 +200,18 @@ func TestWindowStartBeforeTheEpoch(t *testing.T) {
 	assert.Equal(t, int64(0), WindowStart(0, 100))
 	assert.Equal(t, int64(100), WindowStart(199, 100))
 }
+
+// After the window's length changed, the stored fixed window no longer
+// lines up with the new ones: the next aligned window replaces it at its
+// boundary, and a denial's RetryAfter once pointed past that (to its start
+// plus the new length), denying for up to a window too long.
+func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
+	var f Fixed
+	old, r := rate(2, 300*time.Millisecond, ratelimit.FixedWindow, 0), rate(2, 340*time.Millisecond, ratelimit.FixedWindow, 0)
+	require.True(t, f.Take(900*ms, old, 2).Allowed) // a window starting at 900ms, not a multiple of 340ms
+	out := f.Take(1000*ms, r, 1)
+	require.False(t, out.Allowed)
+	assert.Equal(t, int64(1020*ms), out.ResetAt, "the next 340ms window starts at 1020ms")
+	assert.False(t, f.Take(out.At+out.RetryAfter-1, r, 1).Allowed, "1µs before")
+	assert.True(t, f.Take(out.At+out.RetryAfter, r, 1).Allowed, "at retry-after")
+}

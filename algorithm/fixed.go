@@ -29,7 +29,7 @@ func (f *Fixed) current(now, window int64) (start, count int64) {
 
 func (f *Fixed) decide(now int64, r Rate, n int64, record bool) Outcome {
 	start, count := f.current(now, r.Window)
-	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: start + r.Window, At: now}
+	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: fixedEnd(start, r.Window), At: now}
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
@@ -58,4 +58,9 @@ func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 func (f *Fixed) Empty() bool { return !f.started }
 
 // Life is how long after now the state still matters: until its window ends.
-func (f *Fixed) Life(now int64, r Rate) int64 { return f.start + r.Window - now }
+func (f *Fixed) Life(now int64, r Rate) int64 { return fixedEnd(f.start, r.Window) - now }
+
+// fixedEnd is when the window that started at start ends under window: at
+// the first aligned boundary after it, where the next window replaces it
+// (start+window, unless the window's length changed since it started).
+func fixedEnd(start, window int64) int64 { return WindowStart(start, window) + window }

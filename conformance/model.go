@@ -217,7 +217,8 @@ func (m *Model) decideFixed(st state, now int64, req ratelimit.Request, record b
 	old, ok := m.fixed[st]
 	ws := fixedNow(old, now, window, ok)
 	n, limit := int64(req.Cost), int64(req.Policy.Limit)
-	out := algorithm.Outcome{Allowed: ws.count+n <= limit, Count: ws.count, ResetAt: ws.start + window, At: now}
+	// The window ends where the next aligned one starts and replaces it.
+	out := algorithm.Outcome{Allowed: ws.count+n <= limit, Count: ws.count, ResetAt: alignedStart(ws.start, window) + window, At: now}
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now

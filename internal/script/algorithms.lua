@@ -184,7 +184,7 @@ local function fixed(key, now, limit, window, cost, op, retain, slack)
     count, cost, op, write = count - cost, 1, 'peek', true
   end
   local allowed = cost <= limit - count
-  local reset_at = start + window
+  local reset_at = aligned(start, window) + window -- the next window replaces this one there
   local retry = 0
   if not allowed then
     retry = reset_at - now

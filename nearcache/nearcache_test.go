@@ -1,0 +1,117 @@
+package nearcache_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/nearcache"
+)
+
+func TestMain(m *testing.M) { testserver.Main(m) }
+
+func cached(t testing.TB, next ratelimit.Store) *nearcache.Store {
+	s, err := nearcache.New(next, 0)
+	require.NoError(t, err)
+	return s
+}
+
+// The cache answers nothing the conformance suite could tell from the
+// store's own answers: on the memory store, and on a real server with a
+// cache per instance, as app instances would have.
+func TestConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+			m := memory.New()
+			t.Cleanup(func() { _ = m.Close() })
+			return cached(t, m)
+		}))
+	})
+	t.Run("redis", func(t *testing.T) {
+		addr := testserver.Get(t, testserver.Redis).Addr
+		conformance.Run(t, func(t *testing.T) ratelimit.Store {
+			c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return cached(t, redis.New(c))
+		})
+	})
+}
+
+// A flood on one key at its limit costs the store one call per retry-after,
+// not one per request, and every answer is the model's.
+func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
+	for _, alg := range ratelimit.Algorithms() {
+		m := memory.New()
+		s := cached(t, m)
+		clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+		p := ratelimit.NewPolicy(alg, 10, time.Second)
+		l, err := ratelimit.New(s, p, ratelimit.WithCallerClock(clock.Now))
+		require.NoError(t, err)
+		model, ctx := conformance.NewModel(), context.Background()
+		for i := 0; i < 3000; i++ {
+			clock.Advance(time.Millisecond)
+			want := model.Take(ratelimit.Request{Key: ratelimit.Key{Prefix: ratelimit.DefaultPrefix, ID: "abuser"}, Policy: p, Cost: 1,
+				Clock: ratelimit.CallerClock, Now: clock.Now()})
+			got, err := l.Allow(ctx, "abuser")
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%v: request %d", alg, i)
+		}
+		t.Logf("%v: %d of 3000 requests answered by the cache, %d by the store", alg, s.Hits(), s.Misses())
+		require.Greater(t, s.Hits(), uint64(2500), "%v: most of a flood is answered locally", alg)
+		m.Close()
+	}
+}
+
+// A cached denial is never used past what the store would say: a Reset or
+// a Refund through the cache clears it, and a new policy asks the store.
+func TestACachedDenialEndsWithResetRefundOrANewPolicy(t *testing.T) {
+	m := memory.New()
+	defer m.Close()
+	s := cached(t, m)
+	l, err := ratelimit.New(s, ratelimit.PerMinute(2))
+	require.NoError(t, err)
+	ctx := context.Background()
+	fill := func() {
+		t.Helper()
+		for i := 0; i < 3; i++ {
+			_, err := l.Allow(ctx, "user")
+			require.NoError(t, err)
+		}
+		d, err := l.Allow(ctx, "user")
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		require.Equal(t, 1, s.Len(), "the denial is cached")
+	}
+	fill()
+	require.NoError(t, l.Reset(ctx, "user"))
+	d, err := l.Allow(ctx, "user")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "after a Reset")
+
+	require.NoError(t, l.Reset(ctx, "user"))
+	fill()
+	_, err = l.Refund(ctx, "user", 1)
+	require.NoError(t, err)
+	d, err = l.Allow(ctx, "user")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "after a Refund")
+
+	fill()
+	require.NoError(t, l.SetPolicy(ratelimit.PerMinute(5)))
+	d, err = l.Allow(ctx, "user")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "under a higher limit")
+
+	_, err = nearcache.New(nil, 0)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
+	_, err = nearcache.New(m, -1)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
+}
