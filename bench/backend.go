@@ -21,15 +21,19 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
 // backend is a store under test, with what the report measures on its server.
 type backend struct {
 	name  string
 	store ratelimit.Store
-	addr  string          // the server, for network backends
-	admin *goredis.Client // reads INFO and MEMORY USAGE; nil for memory
+	addr  string                  // the server (a node of a cluster), for network backends
+	admin goredis.UniversalClient // MEMORY USAGE, SCRIPT LOAD; nil for memory
+	nodes []*goredis.Client       // INFO commandstats of each master
 	close func()
+	// cluster: the backend is a cluster (redis-benchmark needs --cluster).
+	cluster bool
 }
 
 // valkeyFlushDelay lets valkey-go gather the commands of concurrent callers
@@ -37,66 +41,157 @@ type backend struct {
 // best throughput measured on a 2-core machine (0, 20, 50, 100µs tried).
 const valkeyFlushDelay = 50 * time.Microsecond
 
-// servers are the throwaway servers this run started, one per list of
-// binaries asked for (so one per network backend).
-type servers map[string]*testserver.Server
+// servers are the throwaway servers (and clusters) this run started, one
+// per list of binaries asked for (so one per network backend).
+type servers struct {
+	single   map[string]*testserver.Server
+	clusters map[string]*testserver.Cluster
+}
 
 func (s *servers) start(binaries ...string) (string, error) {
-	if *s == nil {
-		*s = servers{}
+	if s.single == nil {
+		s.single = map[string]*testserver.Server{}
 	}
 	id := strings.Join(binaries, ",")
-	if srv, ok := (*s)[id]; ok {
+	if srv, ok := s.single[id]; ok {
 		return srv.Addr, nil
 	}
 	srv, err := testserver.StartFromPath(binaries)
 	if err != nil {
 		return "", fmt.Errorf("%w: or pass -addr host:port of a running server", err)
 	}
-	(*s)[id] = srv
+	s.single[id] = srv
 	return srv.Addr, nil
 }
 
+// startCluster starts a cluster of three masters with a replica each.
+func (s *servers) startCluster(binaries ...string) ([]string, error) {
+	if s.clusters == nil {
+		s.clusters = map[string]*testserver.Cluster{}
+	}
+	id := strings.Join(binaries, ",")
+	if c, ok := s.clusters[id]; ok {
+		return c.Addrs, nil
+	}
+	c, err := testserver.StartCluster(binaries, 2*time.Second, "--cluster-require-full-coverage", "no")
+	if err != nil {
+		return nil, fmt.Errorf("%w: or pass -addr with the nodes of a running cluster", err)
+	}
+	s.clusters[id] = c
+	return c.Addrs, nil
+}
+
 func (s *servers) stopAll() {
-	for _, srv := range *s {
+	for _, srv := range s.single {
 		srv.Stop()
+	}
+	for _, c := range s.clusters {
+		c.Stop()
 	}
 }
 
+// openBackend opens the backend called name ("memory", "redis", "valkey",
+// "redis-cluster", "valkey-cluster") on addr: one server's address, or the
+// comma-separated addresses of a cluster's nodes (which makes "redis" and
+// "valkey" cluster backends too); with no addr, on servers of its own.
 func openBackend(name, addr string, srvs *servers) (*backend, error) {
 	if name == "memory" {
 		st := memory.New()
 		return &backend{name: name, store: st, close: func() { _ = st.Close() }}, nil
 	}
-	if addr == "" {
-		binaries := []string{"redis-server", "valkey-server"}
-		if name == "valkey" {
-			binaries = []string{"valkey-server", "redis-server"}
+	client, cluster := strings.TrimSuffix(name, "-cluster"), strings.HasSuffix(name, "-cluster")
+	binaries := []string{"redis-server", "valkey-server"}
+	if client == "valkey" {
+		binaries = []string{"valkey-server", "redis-server"}
+	}
+	var addrs []string
+	var err error
+	switch {
+	case addr != "":
+		addrs = strings.Split(addr, ",")
+		cluster = cluster || len(addrs) > 1
+	case cluster:
+		addrs, err = srvs.startCluster(binaries...)
+	default:
+		addr, err = srvs.start(binaries...)
+		addrs = []string{addr}
+	}
+	if err != nil {
+		return nil, err
+	}
+	b := &backend{name: name, addr: addrs[0], cluster: cluster}
+	closers := []func(){}
+	b.close = func() {
+		for _, c := range closers {
+			c()
 		}
-		var err error
-		if addr, err = srvs.start(binaries...); err != nil {
+	}
+	if cluster {
+		if b.nodes, err = masters(addrs); err != nil {
 			return nil, err
 		}
+		admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
+		b.admin = admin
+		closers = append(closers, func() { _ = admin.Close() })
+	} else {
+		admin := goredis.NewClient(&goredis.Options{Addr: addrs[0]})
+		b.admin, b.nodes = admin, []*goredis.Client{admin}
+		closers = append(closers, func() { _ = admin.Close() })
 	}
-	admin := goredis.NewClient(&goredis.Options{Addr: addr})
-	if err := admin.Ping(context.Background()).Err(); err != nil {
-		admin.Close()
+	for _, n := range b.nodes {
+		closers = append(closers, func() { _ = n.Close() })
+	}
+	if err := b.admin.Ping(context.Background()).Err(); err != nil {
+		b.close()
 		return nil, fmt.Errorf("server at %s: %w", addr, err)
 	}
-	b := &backend{name: name, addr: addr, admin: admin}
-	switch name {
-	case "redis":
-		c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
-		b.store, b.close = redis.New(c), func() { c.Close(); admin.Close() }
-	case "valkey":
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
+	switch {
+	case client == "redis" && cluster:
+		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true,
+			MinRetryBackoff: -1, MaxRetryBackoff: -1})
+		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
+	case client == "redis":
+		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
+		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
+	case client == "valkey":
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 		if err != nil {
-			admin.Close()
+			b.close()
 			return nil, fmt.Errorf("valkey client for %s: %w", addr, err)
 		}
-		b.store, b.close = valkey.New(c), func() { c.Close(); admin.Close() }
+		b.store, closers = valkey.New(c), append(closers, c.Close)
 	}
 	return b, nil
+}
+
+// cached is b behind a nearcache of denials, sharing its server.
+func (b *backend) cached() (*backend, error) {
+	c, err := nearcache.New(b.store, 0)
+	if err != nil {
+		return nil, err
+	}
+	cb := *b
+	cb.name, cb.store = b.name+"+nearcache", c
+	return &cb, nil
+}
+
+// masters are clients of the masters among the nodes at addrs.
+func masters(addrs []string) ([]*goredis.Client, error) {
+	var out []*goredis.Client
+	for _, a := range addrs {
+		c := goredis.NewClient(&goredis.Options{Addr: a})
+		role, err := c.Do(context.Background(), "ROLE").Slice()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("ROLE on %s: %w", a, err)
+		}
+		if role[0] != "master" {
+			c.Close()
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // scriptCommands are the commands the scripts call on the server; INFO
@@ -108,12 +203,23 @@ var scriptCommands = map[string]bool{
 	"info": true, // the report's own
 }
 
-// commandCalls reads INFO commandstats: calls per command (nil for memory).
+// commandCalls reads INFO commandstats: calls per command, summed over the
+// masters of a cluster (nil for memory).
 func (b *backend) commandCalls() (map[string]int64, error) {
 	if b.admin == nil {
 		return nil, nil
 	}
-	return serverinfo.CommandCalls(context.Background(), b.admin)
+	sum := map[string]int64{}
+	for _, n := range b.nodes {
+		calls, err := serverinfo.CommandCalls(context.Background(), n)
+		if err != nil {
+			return nil, err
+		}
+		for cmd, c := range calls {
+			sum[cmd] += c
+		}
+	}
+	return sum, nil
 }
 
 // clientCommands is how many commands clients sent between two readings:
@@ -196,20 +302,31 @@ func (b *backend) reference(cfg config, alg ratelimit.Algorithm, ops float64, pr
 		return nil, false
 	}
 	host, port, _ := strings.Cut(b.addr, ":")
+	clusterArgs := []string{}
+	if b.cluster {
+		clusterArgs = append(clusterArgs, "--cluster")
+	}
 	req := ratelimit.Request{Key: ratelimit.Key{Prefix: "bench:ref:", ID: "__rand_int__"}, Policy: ratelimit.NewPolicy(alg, cfg.limit, cfg.window), Cost: 1}
 	keys := script.Keys(req)
+	if b.cluster {
+		// redis-benchmark --cluster sends a command to the node of the slot
+		// of "{tag}", which it replaces in every key with one of that node's.
+		for i, k := range keys {
+			keys[i] = strings.Replace(k, "{__rand_int__}", "__rand_int__{tag}", 1)
+		}
+	}
 	args := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
 	args = append(args, script.Args(req, script.Take)...)
 	pipelines := []int{1}
-	if b.name == "valkey" {
+	if strings.HasPrefix(b.name, "valkey") {
 		pipelines = append(pipelines, 16)
 	}
 	var rows []result
 	for _, p := range pipelines {
 		n := int(max(20000, ops*cfg.duration.Seconds()*float64(p)/2))
 		fmt.Fprintf(progress, "\rrunning redis-benchmark -c %d -P %d -n %d on %s...", cfg.concurrency, p, n, b.addr)
-		cmd := exec.Command(path, append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(cfg.concurrency),
-			"-P", strconv.Itoa(p), "-n", strconv.Itoa(n), "-r", strconv.Itoa(cfg.keys), "-q"}, args...)...)
+		cmd := exec.Command(path, append(append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(cfg.concurrency),
+			"-P", strconv.Itoa(p), "-n", strconv.Itoa(n), "-r", strconv.Itoa(cfg.keys), "-q"}, clusterArgs...), args...)...)
 		out, err := cmd.CombinedOutput()
 		fmt.Fprintf(progress, "\r%-80s\r", "")
 		m := rpsLine.FindAllSubmatch(out, -1)

@@ -81,6 +81,7 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
 	defer cancel()
+	abusive := cfg.abusive
 	var total atomic.Int64
 	stopProgress := showProgress(progress, fmt.Sprintf("%s %v", b.name, alg), cfg.duration, &total)
 	var ms0, ms1 runtime.MemStats
@@ -98,6 +99,9 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 				rng ^= rng >> 7
 				rng ^= rng << 17
 				k := int32(rng % uint64(len(keys)))
+				if abusive > 0 && float64(rng>>11)/float64(1<<53) < abusive {
+					k = 0 // the abusive key
+				}
 				t0 := time.Now()
 				d, err := l.Allow(context.Background(), keys[k])
 				w.hist.add(time.Since(t0))

@@ -10,6 +10,8 @@
 //	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
 //	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
 //	go run ./bench -backend redis -fault stall   # a server stalled mid-run, with and without guard
+//	go run ./bench -backend redis-cluster        # three masters and three replicas (or -addr a,b,c)
+//	go run ./bench -backend redis -abusive 0.9 -nearcache   # 90% of requests on one denied key, with and without a nearcache
 //
 // When redis-benchmark is on PATH, the network backends are followed by a
 // reference row: redis-benchmark running the same script by EVALSHA on the
@@ -42,6 +44,8 @@ type config struct {
 	json        bool
 	plot        string
 	fault       string
+	abusive     float64 // the share of requests on one abusive key
+	nearcache   bool    // also run every backend behind a nearcache
 }
 
 // result is one line of the report; its JSON form is the -json output.
@@ -79,10 +83,10 @@ func main() {
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	backend := fs.String("backend", "memory", "memory, redis, valkey or all")
+	backend := fs.String("backend", "memory", "memory, redis, valkey, redis-cluster, valkey-cluster, or all (the first three)")
 	alg := fs.String("algorithm", "all", "sliding, fixed, counter, gcra or all")
 	cfg := config{}
-	fs.StringVar(&cfg.addr, "addr", "", "host:port of the server for redis/valkey (default: start a throwaway redis-server/valkey-server from PATH)")
+	fs.StringVar(&cfg.addr, "addr", "", "host:port of the server for redis/valkey, or the comma-separated nodes of a cluster (default: start a throwaway redis-server/valkey-server from PATH, or for a -cluster backend three masters and three replicas)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "goroutines making requests")
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each backend and algorithm runs")
 	fs.IntVar(&cfg.keys, "keys", 1000, "distinct keys, picked at random per request")
@@ -90,17 +94,22 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.window, "window", time.Second, "the policy's window")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per result instead of tables")
 	fs.StringVar(&cfg.fault, "fault", "", "stall or kill: run the load on a throwaway server stalled (SIGSTOP) or killed in the middle and brought back, plainly and through a guard with a local fallback")
+	fs.Float64Var(&cfg.abusive, "abusive", 0, "the share of requests (0 to 1) that go to one abusive key, denied nearly always")
+	fs.BoolVar(&cfg.nearcache, "nearcache", false, "also run every backend behind a nearcache of denials (rows named backend+nearcache)")
 	fs.StringVar(&cfg.plot, "plot", "", "draw admitted requests per tenth of a window, fixed vs sliding, for a client bursting at a boundary, into this SVG file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	switch *backend {
-	case "memory", "redis", "valkey":
+	case "memory", "redis", "valkey", "redis-cluster", "valkey-cluster":
 		cfg.backends = []string{*backend}
 	case "all":
 		cfg.backends = []string{"memory", "redis", "valkey"}
 	default:
-		return cfg, fmt.Errorf("-backend %q: want memory, redis, valkey or all", *backend)
+		return cfg, fmt.Errorf("-backend %q: want memory, redis, valkey, redis-cluster, valkey-cluster or all", *backend)
+	}
+	if cfg.abusive < 0 || cfg.abusive > 1 {
+		return cfg, fmt.Errorf("-abusive %v: want a share from 0 to 1", cfg.abusive)
 	}
 	for _, a := range ratelimit.Algorithms() {
 		if *alg == "all" || *alg == a.String() {
@@ -154,7 +163,18 @@ func run(cfg config, stdout, progress io.Writer) error {
 				return fmt.Errorf("%s %v: %w", name, alg, err)
 			}
 			rows := []result{res}
-			if ref, ok := b.reference(cfg, alg, res.OpsPerSec, progress); ok {
+			if cfg.nearcache {
+				cached, err := b.cached()
+				if err == nil {
+					res, err = measure(cfg, cached, alg, progress)
+				}
+				if err != nil {
+					b.close()
+					return fmt.Errorf("%s+nearcache %v: %w", name, alg, err)
+				}
+				rows = append(rows, res)
+			}
+			if ref, ok := b.reference(cfg, alg, rows[0].OpsPerSec, progress); ok {
 				rows = append(rows, ref...)
 			}
 			for _, r := range rows {
@@ -196,7 +216,9 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
 				continue
 			}
-			base = r.OpsPerSec
+			if !strings.HasSuffix(r.Backend, "+nearcache") { // the reference measures the store itself
+				base = r.OpsPerSec
+			}
 			correct := "yes: 0 over-admissions"
 			if r.OverAdmissions > 0 || r.Errors > 0 {
 				correct = fmt.Sprintf("NO: %d over-admissions, %d errors", r.OverAdmissions, r.Errors)

@@ -169,3 +169,56 @@ func TestShortFaultRun(t *testing.T) {
 	_, err = parseFlags([]string{"-backend", "redis", "-fault", "flood"})
 	require.Error(t, err)
 }
+
+// -addr with the nodes of a cluster: a short run of every algorithm through
+// each client, with round trips counted over the masters and a key's bytes
+// read from its own node (-addr with one node once got MOVED on 77% of
+// decisions, and valkey's memory probe aborted).
+func TestShortRunOnACluster(t *testing.T) {
+	c := testserver.GetCluster(t, testserver.RedisCluster)
+	for _, name := range []string{"redis", "valkey"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := parseFlags([]string{"-backend", name, "-addr", strings.Join(c.Addrs, ","), "-duration", "200ms",
+				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-json"})
+			require.NoError(t, err)
+			var out, progress bytes.Buffer
+			require.NoError(t, run(cfg, &out, &progress), progress.String())
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var r result
+				require.NoError(t, json.Unmarshal([]byte(line), &r))
+				if r.Backend != name {
+					continue // a reference row
+				}
+				require.Zero(t, r.Errors, r.Algorithm)
+				require.Zero(t, r.OverAdmissions, r.Algorithm)
+				require.InDelta(t, 1, r.RoundtripsPerDecision, 0.05, "%s: one command per decision, summed over the masters", r.Algorithm)
+				require.Positive(t, r.BytesPerKey, r.Algorithm)
+			}
+		})
+	}
+}
+
+// -abusive sends most requests to one denied key; -nearcache adds rows with
+// a nearcache, which answers most of them without the server.
+func TestAnAbusiveKeyWithAndWithoutANearcache(t *testing.T) {
+	addr := testserver.Get(t, testserver.Redis).Addr
+	cfg, err := parseFlags([]string{"-backend", "redis", "-addr", addr, "-algorithm", "fixed", "-duration", "300ms",
+		"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "1m", "-abusive", "0.9", "-nearcache", "-json"})
+	require.NoError(t, err)
+	var out, progress bytes.Buffer
+	require.NoError(t, run(cfg, &out, &progress), progress.String())
+	trips := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r result
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		if v, ok := r.RoundtripsPerDecision.(float64); ok && !strings.HasPrefix(r.Backend, "redis-benchmark") {
+			trips[r.Backend] = v
+			require.Zero(t, r.OverAdmissions, r.Backend)
+		}
+	}
+	require.InDelta(t, 1, trips["redis"], 0.05, "every decision is a round trip")
+	require.Less(t, trips["redis+nearcache"], 0.3, "the abusive key's denials are answered locally")
+	t.Logf("round trips per decision: %v", trips)
+	_, err = parseFlags([]string{"-abusive", "1.5"})
+	require.Error(t, err)
+}
