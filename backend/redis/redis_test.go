@@ -78,7 +78,7 @@ func TestFailover(t *testing.T) {
 	t.Run("go-redis defaults", func(t *testing.T) {
 		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) ratelimit.Store {
 			return redis.New(clusterClient(t, addrs...))
-		}, false)
+		}, false, false)
 	})
 	t.Run("no retry backoff", func(t *testing.T) {
 		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) ratelimit.Store {
@@ -86,7 +86,7 @@ func TestFailover(t *testing.T) {
 				MinRetryBackoff: -1, MaxRetryBackoff: -1})
 			t.Cleanup(func() { _ = c.Close() })
 			return redis.New(c)
-		}, true)
+		}, true, false)
 	})
 }
 

@@ -10,9 +10,11 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -54,11 +56,24 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, valkey.New(clusterClient(t, c.Addrs...))) })
 }
 
-// A master of a real cluster killed under load (see storetest.Failover).
+// A master of a real cluster killed under load (see storetest.Failover),
+// plainly and behind a guard with a local fallback, which answers for the
+// dead master's keys (and, while its breaker is open, for the others).
 func TestFailover(t *testing.T) {
-	storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
-		return valkey.New(clusterClient(t, addrs...))
-	}, true)
+	t.Run("plain", func(t *testing.T) {
+		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
+			return valkey.New(clusterClient(t, addrs...))
+		}, true, false)
+	})
+	t.Run("guarded", func(t *testing.T) {
+		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
+			local := memory.New()
+			t.Cleanup(func() { _ = local.Close() })
+			g, err := guard.New(valkey.New(clusterClient(t, addrs...)), guard.WithFallback(local, 1), guard.WithCoolDown(200*time.Millisecond))
+			require.NoError(t, err)
+			return g
+		}, false, true)
+	})
 }
 
 func clusterClient(t *testing.T, addrs ...string) vk.Client {

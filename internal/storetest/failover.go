@@ -35,7 +35,10 @@ type NewClusterStore func(t *testing.T, addrs []string) ratelimit.Store
 // that asynchronous replication lost: admitted by the dead master and not
 // replicated before it died, so not counted by the new one, which can
 // therefore admit them again.
-func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fullSpeed bool) {
+// With guarded, the store is expected to be a guard.Store with a local
+// fallback: no call fails at all, and the figures say how many decisions the
+// fallback made for each master.
+func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fullSpeed, guarded bool) {
 	const goroutines, keysPerMaster, margin = 16, 4, 150 * time.Millisecond
 	// Without cluster-require-full-coverage no, every master refuses every
 	// command (CLUSTERDOWN) from the moment one is marked failed until its
@@ -72,6 +75,8 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 	type stats struct {
 		calls, failed, late atomic.Int64
 		failedTook          atomic.Int64 // ns, summed
+		local               atomic.Int64 // decisions of a fallback
+		lastLocal, lastOK   atomic.Int64 // ns since the kill
 		lastFail, firstOK   atomic.Int64 // ns since the kill
 		firstErr            atomic.Value
 	}
@@ -114,8 +119,14 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 					}
 					continue
 				}
+				if d.Source == ratelimit.SourceFallback {
+					st.local.Add(1)
+					st.lastLocal.Store(since)
+					continue // not the cluster's decision
+				}
 				if since > 0 {
 					st.firstOK.CompareAndSwap(0, since)
+					st.lastOK.Store(since)
 				}
 				if d.Allowed {
 					n, _ := admitted.LoadOrStore(k.name, new(atomic.Int64))
@@ -143,8 +154,11 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 		return false
 	}, 20*time.Second, 10*time.Millisecond, "the replica is promoted")
 	// The dead master's keys decide again soon after the promotion.
+	dead := &perMaster[0]
+	lastBad := func() int64 { return max(dead.lastFail.Load(), dead.lastLocal.Load()) }
 	require.Eventually(t, func() bool {
-		return perMaster[0].firstOK.Load() != 0 && perMaster[0].lastFail.Load() < perMaster[0].firstOK.Load()
+		ok := dead.lastOK.Load()
+		return ok > int64(promoted) && ok > lastBad()
 	}, promoted+10*time.Second, 10*time.Millisecond, "decisions for the dead master's keys resume")
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
@@ -152,7 +166,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 
 	after := time.Since(beforeAt)
 	require.Nil(t, wrongErr.Load(), "an error not wrapping ratelimit.ErrStore")
-	resumed := time.Duration(perMaster[0].lastFail.Load())
+	resumed := time.Duration(lastBad())
 	lost := int64(0)
 	admitted.Range(func(k, n any) bool {
 		d, err := l.Peek(ctx, k.(string))
@@ -160,9 +174,11 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 		lost += max(0, n.(*atomic.Int64).Load()-int64(d.Count))
 		return true
 	})
-	dead := &perMaster[0]
-	t.Logf("replica promoted %v after the kill; the dead master's keys failed until %v (%d of %d calls failed, in %v each on average, %d late; first: %v)",
+	t.Logf("replica promoted %v after the kill; the dead master's keys failed (or went to the fallback) until %v (%d of %d calls failed, in %v each on average, %d late; first: %v)",
 		promoted, resumed, dead.failed.Load(), dead.calls.Load(), time.Duration(dead.failedTook.Load()/max(1, dead.failed.Load())), dead.late.Load(), dead.firstErr.Load())
+	for m := 0; m < 3; m++ {
+		t.Logf("master %d: %d decisions by the local fallback", m, perMaster[m].local.Load())
+	}
 	for m := 1; m < 3; m++ {
 		st := &perMaster[m]
 		t.Logf("master %d: %d calls/s before the kill, %.0f/s after, %d failed (first: %v)", m, before[m], float64(st.calls.Load()-before[m])/after.Seconds(), st.failed.Load(), st.firstErr.Load())
@@ -173,6 +189,10 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 	}
 	for m := 1; m < 3; m++ {
 		require.Zero(t, perMaster[m].failed.Load(), "master %d's keys kept being decided", m)
+	}
+	if guarded {
+		require.Zero(t, perMaster[0].failed.Load(), "with a fallback, no call fails")
+		require.Positive(t, perMaster[0].local.Load(), "the fallback decided for the dead master's keys")
 	}
 	require.Less(t, resumed, promoted+2*time.Second, "decisions resume within 2s of the promotion")
 	if fullSpeed {
