@@ -21,8 +21,8 @@ type NewClusterStore func(t *testing.T, addrs []string) ratelimit.Store
 
 // Failover kills one master of a real cluster (three masters, a replica
 // each, cluster-node-timeout 1s) under load from 16 goroutines, each with
-// keys of its own on every master, on the Limiter's default time budget,
-// and requires:
+// keys of its own on every master, with a time budget of 500ms, and
+// requires:
 //   - every failed call to fail within its budget and a margin, with an
 //     error wrapping ratelimit.ErrStore;
 //   - the other masters' keys to keep being decided, at their speed;
@@ -39,14 +39,19 @@ type NewClusterStore func(t *testing.T, addrs []string) ratelimit.Store
 // fallback: no call fails at all, and the figures say how many decisions the
 // fallback made for each master.
 func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fullSpeed, guarded bool) {
-	const goroutines, keysPerMaster, margin = 16, 4, 150 * time.Millisecond
+	// A budget of 500ms: under the race detector, with six servers and the
+	// load on two cores, a goroutine can wait for the CPU longer than the
+	// default 100ms before its call even starts, and a healthy master's key
+	// would time out for the machine's sake, not the cluster's.
+	const goroutines, keysPerMaster, budget, margin = 16, 4, 500 * time.Millisecond, 250 * time.Millisecond
 	// Without cluster-require-full-coverage no, every master refuses every
 	// command (CLUSTERDOWN) from the moment one is marked failed until its
 	// replica is promoted: the healthy shards stop too.
 	c := testserver.OwnReplicatedCluster(t, kind, time.Second, "--cluster-require-full-coverage", "no")
 	// Every request is admitted and counted, so that the count each key
 	// holds after the failover can be compared with what was admitted.
-	l := limiter(t, newStore(t, c.Addrs), ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), prefix())
+	l := limiter(t, newStore(t, c.Addrs), ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), prefix(),
+		ratelimit.WithTimeout(budget))
 	ctx := context.Background()
 
 	// Keys of each goroutine on each master, found by asking the cluster.
@@ -111,7 +116,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, full
 					st.failedTook.Add(int64(took))
 					st.lastFail.Store(since)
 					st.firstErr.CompareAndSwap(nil, err.Error()+" after "+time.Duration(since).String())
-					if took > ratelimit.DefaultTimeout+margin {
+					if took > budget+margin {
 						st.late.Add(1)
 					}
 					if !errors.Is(err, ratelimit.ErrStore) {
