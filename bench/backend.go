@@ -194,12 +194,14 @@ func masters(addrs []string) ([]*goredis.Client, error) {
 	return out, nil
 }
 
-// scriptCommands are the commands the scripts call on the server; INFO
-// counts them too, though no client sent them.
-var scriptCommands = map[string]bool{
+// notDecisions are the commands INFO counts that are no client's round
+// trip for a decision: those the scripts call on the server, and what a
+// client sends once per connection or to learn a cluster's layout.
+var notDecisions = map[string]bool{
 	"time": true, "zremrangebyscore": true, "zcard": true, "zcount": true, "zrangebyscore": true,
 	"incrby": true, "hincrby": true, "zadd": true, "zrem": true, "zrevrange": true, "zremrangebyrank": true, "zscore": true, "pexpire": true,
 	"hmget": true, "hset": true, "get": true, "set": true,
+	"hello": true, "client": true, "cluster": true, "command": true, "ping": true, "role": true,
 	"info": true, // the report's own
 }
 
@@ -222,12 +224,12 @@ func (b *backend) commandCalls() (map[string]int64, error) {
 	return sum, nil
 }
 
-// clientCommands is how many commands clients sent between two readings:
-// every call counted by the server but those made from inside the scripts.
+// clientCommands is how many commands clients sent for decisions between
+// two readings: every call counted by the server but notDecisions.
 func clientCommands(before, after map[string]int64) int64 {
 	var n int64
 	for cmd, calls := range after {
-		if !scriptCommands[strings.SplitN(cmd, "|", 2)[0]] {
+		if !notDecisions[strings.SplitN(cmd, "|", 2)[0]] {
 			n += calls - before[cmd]
 		}
 	}
