@@ -326,11 +326,12 @@ func (b *backend) reference(cfg config, alg ratelimit.Algorithm, ops float64, pr
 	var rows []result
 	for _, p := range pipelines {
 		n := int(max(20000, ops*cfg.duration.Seconds()*float64(p)/2))
-		fmt.Fprintf(progress, "\rrunning redis-benchmark -c %d -P %d -n %d on %s...", cfg.concurrency, p, n, b.addr)
+		st := newStatus(progress)
+		st.line(fmt.Sprintf("running redis-benchmark -c %d -P %d -n %d on %s...", cfg.concurrency, p, n, b.addr))
 		cmd := exec.Command(path, append(append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(cfg.concurrency),
 			"-P", strconv.Itoa(p), "-n", strconv.Itoa(n), "-r", strconv.Itoa(cfg.keys), "-q"}, clusterArgs...), args...)...)
 		out, err := cmd.CombinedOutput()
-		fmt.Fprintf(progress, "\r%-80s\r", "")
+		st.clear()
 		m := rpsLine.FindAllSubmatch(out, -1)
 		if err != nil || len(m) == 0 {
 			fmt.Fprintf(progress, "reference: redis-benchmark: %v %s\n", err, lastLine(out))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -177,8 +178,15 @@ func overAdmissions(all []admission, keys int, p ratelimit.Policy) int64 {
 	return over
 }
 
-// showProgress prints a line a second while a run lasts.
+// showProgress tells progress what runs until stop is called: on a
+// terminal, a line redrawn every second; elsewhere (a log file, a pipe), one
+// line when the step starts.
 func showProgress(w io.Writer, what string, d time.Duration, total *atomic.Int64) (stop func()) {
+	st := newStatus(w)
+	if !st.tty {
+		st.line(fmt.Sprintf("running %s for %v", what, d))
+		return func() {}
+	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	began := time.Now()
@@ -189,15 +197,48 @@ func showProgress(w io.Writer, what string, d time.Duration, total *atomic.Int64
 		for {
 			select {
 			case <-done:
-				fmt.Fprintf(w, "\r%-60s\r", "")
+				st.clear()
 				return
 			case <-tick.C:
-				fmt.Fprintf(w, "\rrunning %s: %v of %v, %s decisions", what,
-					time.Since(began).Round(time.Second), d, thousands(float64(total.Load())))
+				st.line(fmt.Sprintf("running %s: %v of %v, %s decisions", what,
+					time.Since(began).Round(time.Second), d, thousands(float64(total.Load()))))
 			}
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// status writes progress lines to w: redrawn in place with a carriage
+// return on a terminal, one line each elsewhere.
+type status struct {
+	w   io.Writer
+	tty bool
+}
+
+func newStatus(w io.Writer) status {
+	f, ok := w.(*os.File)
+	if !ok {
+		return status{w: w}
+	}
+	info, err := f.Stat()
+	return status{w: w, tty: err == nil && info.Mode()&os.ModeCharDevice != 0}
+}
+
+// line shows s: in place of the last line on a terminal, as a new line
+// elsewhere.
+func (st status) line(s string) {
+	if st.tty {
+		fmt.Fprintf(st.w, "\r%-80s", s)
+		return
+	}
+	fmt.Fprintln(st.w, s)
+}
+
+// clear erases the line drawn in place on a terminal.
+func (st status) clear() {
+	if st.tty {
+		fmt.Fprintf(st.w, "\r%-80s\r", "")
+	}
 }
 
 // histogram of latencies: 32 linear sub-buckets per power of two of

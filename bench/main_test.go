@@ -222,3 +222,16 @@ func TestAnAbusiveKeyWithAndWithoutANearcache(t *testing.T) {
 	_, err = parseFlags([]string{"-abusive", "1.5"})
 	require.Error(t, err)
 }
+
+// Progress goes to its writer one line per step when that is no terminal (a
+// log file once got a carriage return a second), and the report to stdout.
+func TestProgressIsOneLinePerStepOffATerminal(t *testing.T) {
+	cfg, err := parseFlags([]string{"-duration", "100ms", "-algorithm", "fixed", "-keys", "10"})
+	require.NoError(t, err)
+	var out, progress bytes.Buffer
+	require.NoError(t, run(cfg, &out, &progress))
+	require.NotContains(t, progress.String(), "\r")
+	require.Equal(t, "running memory fixed for 100ms\n", progress.String())
+	require.Contains(t, out.String(), "memory")
+	require.NotContains(t, out.String(), "running")
+}
