@@ -172,7 +172,7 @@ func TestRemoteIPTrustsOnlyConfiguredProxies(t *testing.T) {
 		{"behind a trusted proxy: the client it saw", "10.1.2.3:80", "198.51.100.1", proxies, "198.51.100.1"},
 		{"two trusted proxies", "10.1.2.3:80", "198.51.100.1, 10.9.9.9", proxies, "198.51.100.1"},
 		{"a spoofed left entry is not trusted", "10.1.2.3:80", "1.1.1.1, 198.51.100.1", proxies, "198.51.100.1"},
-		{"IPv6 peer", "[::1]:80", "2001:db8::5", proxies, "2001:db8::5"},
+		{"IPv6 peer: its /64", "[::1]:80", "2001:db8::5", proxies, "2001:db8::/64"},
 		{"IPv4-mapped IPv6", "[::ffff:203.0.113.9]:80", "", proxies, "203.0.113.9"},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -183,6 +183,76 @@ func TestRemoteIPTrustsOnlyConfiguredProxies(t *testing.T) {
 		got, err := httplimit.RemoteIP(tc.trusted...)(r)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, got, tc.name)
+	}
+}
+
+// Proxies write hops in several forms; a hop that is no address once made
+// the request keyed by the trusted proxy's own address (every client behind
+// an IIS/ARR or Azure Application Gateway proxy, which write ip:port, shared
+// one bucket): it is now ErrNoKey.
+func TestClientIPReadsHopsAsProxiesWriteThem(t *testing.T) {
+	trusted := httplimit.TrustProxies(netip.MustParsePrefix("10.0.0.0/8"))
+	key, err := httplimit.ClientIP(trusted)
+	require.NoError(t, err)
+	forwarded, err := httplimit.ClientIP(trusted, httplimit.UseForwarded())
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, header, value string
+		key                 httplimit.KeyFunc
+		want                string // "" for ErrNoKey
+	}{
+		{"ip:port (IIS, ARR, Azure Application Gateway)", "X-Forwarded-For", "198.51.100.1:52311", key, "198.51.100.1"},
+		{"[v6]", "X-Forwarded-For", "[2001:db8:1:2::5]", key, "2001:db8:1:2::/64"},
+		{"[v6]:port", "X-Forwarded-For", "[2001:db8:1:2::5]:443", key, "2001:db8:1:2::/64"},
+		{"bare v6", "X-Forwarded-For", "2001:db8:1:2::5", key, "2001:db8:1:2::/64"},
+		{"a proxy's 'unknown': no key, not the proxy's", "X-Forwarded-For", "unknown", key, ""},
+		{"garbage behind a trusted hop", "X-Forwarded-For", "not-an-ip, 10.0.0.9", key, ""},
+		{"garbage left of the client does not matter", "X-Forwarded-For", "not-an-ip, 198.51.100.1", key, "198.51.100.1"},
+		{"Forwarded, RFC 7239", "Forwarded", `for=192.0.2.60;proto=http;by=203.0.113.43`, forwarded, "192.0.2.60"},
+		{"Forwarded, quoted [v6]:port", "Forwarded", `for="[2001:db8:cafe::17]:4711"`, forwarded, "2001:db8:cafe::/64"},
+		{"Forwarded, several elements", "Forwarded", `for=198.51.100.1, for=10.0.0.9;proto=https`, forwarded, "198.51.100.1"},
+		{"Forwarded, obfuscated", "Forwarded", `for=_hidden`, forwarded, ""},
+		{"Forwarded is not read without the option", "Forwarded", `for=192.0.2.60`, key, "10.1.2.3"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "10.1.2.3:80"
+		r.Header.Set(tc.header, tc.value)
+		got, err := tc.key(r)
+		if tc.want == "" {
+			require.ErrorIs(t, err, httplimit.ErrNoKey, tc.name)
+			continue
+		}
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, got, tc.name)
+	}
+}
+
+// IPv6 clients are grouped by prefix, /64 by default: the addresses of one
+// /64 share a bucket, so rotating through them gains nothing.
+func TestClientIPGroupsIPv6ByPrefix(t *testing.T) {
+	key := func(opts ...httplimit.IPOption) httplimit.KeyFunc {
+		f, err := httplimit.ClientIP(opts...)
+		require.NoError(t, err)
+		return f
+	}
+	at := func(f httplimit.KeyFunc, remote string) string {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		k, err := f(r)
+		require.NoError(t, err)
+		return k
+	}
+	def := key()
+	require.Equal(t, at(def, "[2001:db8:1:2::1]:80"), at(def, "[2001:db8:1:2:ffff:ffff:ffff:ffff]:80"), "one /64, one key")
+	require.NotEqual(t, at(def, "[2001:db8:1:2::1]:80"), at(def, "[2001:db8:1:3::1]:80"), "another /64")
+	require.Equal(t, "2001:db8:1::/48", at(key(httplimit.IPv6Prefix(48)), "[2001:db8:1:2::1]:80"))
+	require.Equal(t, "2001:db8:1:2::1", at(key(httplimit.IPv6Prefix(128)), "[2001:db8:1:2::1]:80"))
+	require.Equal(t, "203.0.113.7", at(def, "203.0.113.7:80"), "IPv4 keeps /32")
+	require.Equal(t, "203.0.113.0/24", at(key(httplimit.IPv4Prefix(24)), "203.0.113.7:80"))
+	require.Equal(t, "203.0.113.9", at(def, "[::ffff:203.0.113.9]:80"), "IPv4-mapped IPv6 is IPv4")
+	for _, bad := range []httplimit.IPOption{httplimit.IPv6Prefix(0), httplimit.IPv6Prefix(129), httplimit.IPv4Prefix(33), httplimit.IPv4Prefix(-1)} {
+		_, err := httplimit.ClientIP(bad)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
 	}
 }
 
