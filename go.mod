@@ -3,6 +3,7 @@ module github.com/ratelimit-go/ratelimit
 go 1.23.0
 
 require (
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/ory/dockertest/v3 v3.12.0
 	github.com/prometheus/client_golang v1.22.0

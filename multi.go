@@ -44,6 +44,9 @@ type MultiDecision struct {
 	// Decisions are every Limiter's, in order; zero for the policies a
 	// denial kept Multi from asking.
 	Decisions []Decision
+	// Policies are the policy each Limiter applied to its key, in order
+	// (its own, or its PolicyFunc's for the key).
+	Policies []Policy
 }
 
 // NewMulti returns a Multi over limiters, asked in this order (put the
@@ -98,7 +101,10 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 		}
 		reqs[i] = l.request(keys[i], p, n)
 	}
-	out := MultiDecision{Decisions: make([]Decision, len(m.limiters))}
+	out := MultiDecision{Decisions: make([]Decision, len(m.limiters)), Policies: make([]Policy, len(m.limiters))}
+	for i := range reqs {
+		out.Policies[i] = reqs[i].Policy
+	}
 	if m.atomic != nil {
 		done, err := m.takeAll(ctx, reqs, &out)
 		if done || err != nil {

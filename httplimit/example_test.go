@@ -33,11 +33,11 @@ func Example() {
 		rec := httptest.NewRecorder()
 		api.ServeHTTP(rec, req)
 		h := rec.Header()
-		fmt.Printf("%d limit=%s remaining=%s retry-after=%q\n",
-			rec.Code, h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("Retry-After"))
+		fmt.Printf("%d RateLimit-Policy: %s | RateLimit: %s | Retry-After: %q\n",
+			rec.Code, h.Get("RateLimit-Policy"), h.Get("RateLimit"), h.Get("Retry-After"))
 	}
 	// Output:
-	// 200 limit=2 remaining=1 retry-after=""
-	// 200 limit=2 remaining=0 retry-after=""
-	// 429 limit=2 remaining=0 retry-after="60"
+	// 200 RateLimit-Policy: "per-api-key";q=2;w=60 | RateLimit: "per-api-key";r=1;t=60 | Retry-After: ""
+	// 200 RateLimit-Policy: "per-api-key";q=2;w=60 | RateLimit: "per-api-key";r=0;t=60 | Retry-After: ""
+	// 429 RateLimit-Policy: "per-api-key";q=2;w=60 | RateLimit: "per-api-key";r=0;t=60 | Retry-After: "60"
 }

@@ -4,14 +4,22 @@
 // picks the request's key for it (its remote IP, a header, the user in the
 // context). A request passes only if every rule admits it (see
 // ratelimit.Multi); otherwise it gets 429 Too Many Requests with Retry-After.
-// Every response carries the strictest policy's quota:
+// Every response carries the two fields of the IETF draft
+// (draft-ietf-httpapi-ratelimit-headers-09), structured fields with one item
+// per policy, named by the Limiter's WithName ("default" for a single
+// unnamed one, "policy2"... for the others):
 //
-//	RateLimit-Limit: 100
-//	RateLimit-Remaining: 42
-//	RateLimit-Reset: 17          (seconds until quota frees up)
+//	RateLimit-Policy: "per-ip";q=100;w=60, "per-token";q=1000;w=3600
+//	RateLimit: "per-ip";r=42;t=17, "per-token";r=998;t=3599
 //
-// and, unless switched off, the legacy trio X-RateLimit-Limit,
-// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds).
+// q is the quota (the policy's limit; GCRA's burst), w its window in
+// seconds, r what remains and t the seconds until quota frees up (a policy a
+// denial kept from being asked has no RateLimit item). By default the
+// response also carries the strictest policy's quota as the X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds) that
+// many clients still read (WithLegacyHeaders(false) drops them), and, only
+// WithEarlyDraftHeaders(true), as the RateLimit-Limit, RateLimit-Remaining
+// and RateLimit-Reset of the draft's earlier versions.
 //
 // When a store fails, the Limiter's failure mode decides: a Limiter that
 // fails closed (the default) makes the request fail (503 by default, through
@@ -49,8 +57,10 @@ type Rule struct {
 // Middleware applies Rules to requests. Create it with New.
 type Middleware struct {
 	rules   []Rule
+	names   []string // the policies' names, as structured-field strings
 	multi   *ratelimit.Multi
 	legacy  bool
+	early   bool
 	denied  func(w http.ResponseWriter, r *http.Request, d ratelimit.MultiDecision)
 	onError func(w http.ResponseWriter, r *http.Request, err error)
 }
@@ -61,6 +71,12 @@ type Option func(*Middleware)
 // WithLegacyHeaders switches the X-RateLimit-* headers on (the default) or
 // off.
 func WithLegacyHeaders(on bool) Option { return func(m *Middleware) { m.legacy = on } }
+
+// WithEarlyDraftHeaders switches on (default off) the RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset headers of the draft's versions
+// before RateLimit and RateLimit-Policy replaced them, for clients that
+// still read them: the strictest policy's quota.
+func WithEarlyDraftHeaders(on bool) Option { return func(m *Middleware) { m.early = on } }
 
 // WithDeniedHandler replaces the 429 response. The quota headers and
 // Retry-After are already set when it runs; it writes the status and body.
@@ -96,6 +112,17 @@ func New(rules []Rule, opts ...Option) (*Middleware, error) {
 	for _, o := range opts {
 		o(m)
 	}
+	for i, l := range limiters {
+		name := l.Name()
+		switch {
+		case name != "":
+		case len(limiters) == 1:
+			name = "default"
+		default:
+			name = "policy" + strconv.Itoa(i+1)
+		}
+		m.names = append(m.names, sfString(name))
+	}
 	return m, nil
 }
 
@@ -123,7 +150,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		m.setHeaders(w.Header(), d.Decision)
+		m.setHeaders(w.Header(), d)
 		if !d.Allowed {
 			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d.RetryAfter, 1), 10))
 			m.denied(w, r, d)
@@ -133,16 +160,56 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	})
 }
 
-func (m *Middleware) setHeaders(h http.Header, d ratelimit.Decision) {
+func (m *Middleware) setHeaders(h http.Header, md ratelimit.MultiDecision) {
+	var policy, state strings.Builder
+	for i, d := range md.Decisions {
+		if i > 0 {
+			policy.WriteString(", ")
+		}
+		fmt.Fprintf(&policy, "%s;q=%d;w=%d", m.names[i], md.Policies[i].MaxCost(), ceilSeconds(md.Policies[i].Window, 1))
+		if d.Limit == 0 { // not asked: a denial came first
+			continue
+		}
+		if state.Len() > 0 {
+			state.WriteString(", ")
+		}
+		fmt.Fprintf(&state, "%s;r=%d;t=%d", m.names[i], d.Remaining, ceilSeconds(d.ResetAt.Sub(d.At), 0))
+	}
+	h.Set("RateLimit-Policy", policy.String())
+	h.Set("RateLimit", state.String())
+	d := md.Decision
 	limit, remaining := strconv.Itoa(d.Limit), strconv.Itoa(d.Remaining)
-	h.Set("RateLimit-Limit", limit)
-	h.Set("RateLimit-Remaining", remaining)
-	h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAt.Sub(d.At), 0), 10))
+	if m.early {
+		h.Set("RateLimit-Limit", limit)
+		h.Set("RateLimit-Remaining", remaining)
+		h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAt.Sub(d.At), 0), 10))
+	}
 	if m.legacy {
 		h.Set("X-RateLimit-Limit", limit)
 		h.Set("X-RateLimit-Remaining", remaining)
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(float64(d.ResetAt.UnixMilli())/1000)), 10))
 	}
+}
+
+// sfString is s as a structured-field string (RFC 8941): quoted, with '"'
+// and '\' escaped; a character a string cannot hold (outside printable
+// ASCII) becomes '_'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r > 0x7e:
+			b.WriteByte('_')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // ceilSeconds is d in whole seconds, rounded up, at least least.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -56,7 +57,37 @@ func get(t *testing.T, url string, header ...string) *http.Response {
 	return resp
 }
 
-func TestAdmitsThenDeniesWithHeaders(t *testing.T) {
+// policyItem is one item of RateLimit or RateLimit-Policy, parsed.
+type policyItem struct {
+	name   string
+	params map[string]int64
+}
+
+// parseList parses a structured-field List of named items with integer
+// parameters, as a client would (github.com/dunglas/httpsfv).
+func parseList(t *testing.T, resp *http.Response, field string) []policyItem {
+	t.Helper()
+	list, err := httpsfv.UnmarshalList(resp.Header.Values(field))
+	require.NoError(t, err, "%s: %q is a structured field", field, resp.Header.Values(field))
+	var out []policyItem
+	for _, m := range list {
+		item, ok := m.(httpsfv.Item)
+		require.True(t, ok, "%s: an item, not an inner list", field)
+		name, ok := item.Value.(string)
+		require.True(t, ok, "%s: the item names the policy with a string", field)
+		p := policyItem{name: name, params: map[string]int64{}}
+		for _, k := range item.Params.Names() {
+			v, _ := item.Params.Get(k)
+			n, ok := v.(int64)
+			require.True(t, ok, "%s: %s is an integer", field, k)
+			p.params[k] = n
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestAdmitsThenDeniesWithTheDraftsFields(t *testing.T) {
 	l := limiter(t, memoryStore(t), ratelimit.PerMinute(3))
 	m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}})
 	require.NoError(t, err)
@@ -64,29 +95,60 @@ func TestAdmitsThenDeniesWithHeaders(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		resp := get(t, srv.URL)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Equal(t, "3", resp.Header.Get("RateLimit-Limit"))
-		require.Equal(t, strconv.Itoa(3-i), resp.Header.Get("RateLimit-Remaining"))
-		require.Equal(t, "60", resp.Header.Get("RateLimit-Reset"), "the oldest request leaves in a minute")
-		require.Equal(t, resp.Header.Get("RateLimit-Limit"), resp.Header.Get("X-RateLimit-Limit"))
+		require.Equal(t, []policyItem{{"default", map[string]int64{"q": 3, "w": 60}}}, parseList(t, resp, "RateLimit-Policy"))
+		require.Equal(t, []policyItem{{"default", map[string]int64{"r": int64(3 - i), "t": 60}}}, parseList(t, resp, "RateLimit"),
+			"the oldest request leaves in a minute")
+		require.Equal(t, "3", resp.Header.Get("X-RateLimit-Limit"))
+		require.Equal(t, strconv.Itoa(3-i), resp.Header.Get("X-RateLimit-Remaining"))
 		reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64)
 		require.NoError(t, err)
 		require.InDelta(t, time.Now().Add(time.Minute).Unix(), reset, 2, "legacy reset is a Unix time")
+		require.Empty(t, resp.Header.Get("RateLimit-Limit"), "the early draft's trio is off by default")
 	}
 	resp := get(t, srv.URL)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
-	require.Equal(t, "0", resp.Header.Get("RateLimit-Remaining"))
+	state := parseList(t, resp, "RateLimit")
+	require.Len(t, state, 1)
+	require.Zero(t, state[0].params["r"])
 	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 	require.NoError(t, err)
 	require.True(t, retry >= 59 && retry <= 60, "Retry-After %d: seconds until the oldest request leaves, rounded up", retry)
 }
 
-func TestLegacyHeadersCanBeSwitchedOff(t *testing.T) {
+func TestTheOlderHeadersAreOptions(t *testing.T) {
 	l := limiter(t, memoryStore(t), ratelimit.PerMinute(3))
-	m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}}, httplimit.WithLegacyHeaders(false))
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}}, httplimit.WithLegacyHeaders(false), httplimit.WithEarlyDraftHeaders(true))
 	require.NoError(t, err)
 	resp := get(t, serve(t, m).URL)
+	require.Equal(t, "3", resp.Header.Get("RateLimit-Limit"))
 	require.Equal(t, "2", resp.Header.Get("RateLimit-Remaining"))
+	require.Equal(t, "60", resp.Header.Get("RateLimit-Reset"))
 	require.Empty(t, resp.Header.Get("X-RateLimit-Remaining"))
+	require.Len(t, parseList(t, resp, "RateLimit"), 1, "the current fields are always there")
+}
+
+// One item per policy, named by WithName, a name a string cannot hold
+// made one; GCRA's quota is its burst.
+func TestOneItemPerPolicy(t *testing.T) {
+	s := memoryStore(t)
+	perIP := limiter(t, s, ratelimit.PerMinute(5), ratelimit.WithName(`per-ip "v4"`), ratelimit.WithPrefix("ip:"))
+	burst := limiter(t, s, ratelimit.TokenBucket(10, time.Second, 20), ratelimit.WithPrefix("b:"))
+	daily := limiter(t, s, ratelimit.Policy{Limit: 1000, Window: 24 * time.Hour, Algorithm: ratelimit.FixedWindow}, ratelimit.WithName("daily·quota"), ratelimit.WithPrefix("d:"))
+	m, err := httplimit.New([]httplimit.Rule{
+		{Limiter: perIP, Key: httplimit.RemoteIP()}, {Limiter: burst, Key: httplimit.RemoteIP()}, {Limiter: daily, Key: httplimit.RemoteIP()},
+	})
+	require.NoError(t, err)
+	resp := get(t, serve(t, m).URL)
+	require.Equal(t, []policyItem{
+		{`per-ip "v4"`, map[string]int64{"q": 5, "w": 60}},
+		{"policy2", map[string]int64{"q": 20, "w": 1}},
+		{"daily_quota", map[string]int64{"q": 1000, "w": 86400}},
+	}, parseList(t, resp, "RateLimit-Policy"))
+	state := parseList(t, resp, "RateLimit")
+	require.Len(t, state, 3)
+	require.Equal(t, int64(4), state[0].params["r"])
+	require.Equal(t, int64(19), state[1].params["r"])
+	require.Equal(t, int64(999), state[2].params["r"])
 }
 
 func TestSeveralRulesAndACustomDenial(t *testing.T) {
@@ -106,7 +168,7 @@ func TestSeveralRulesAndACustomDenial(t *testing.T) {
 	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-Api-Token", "t1").StatusCode)
 	resp := get(t, srv.URL, "X-Api-Token", "t1")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "0", resp.Header.Get("RateLimit-Remaining"), "the strictest rule's quota: the token's")
+	require.Equal(t, "0", resp.Header.Get("X-RateLimit-Remaining"), "the strictest rule's quota: the token's")
 	resp = get(t, srv.URL, "X-Api-Token", "t1")
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.Equal(t, "per-token", resp.Header.Get("X-Denied-By"))
@@ -150,7 +212,8 @@ func TestFailsClosedOrOpenAsTheLimiterSays(t *testing.T) {
 		resp := get(t, serve(t, m).URL)
 		if open {
 			require.Equal(t, http.StatusOK, resp.StatusCode, "fail open serves the request")
-			require.Empty(t, resp.Header.Get("RateLimit-Remaining"), "with no quota to report")
+			require.Empty(t, resp.Header.Get("RateLimit"), "with no quota to report")
+			require.Empty(t, resp.Header.Get("X-RateLimit-Remaining"))
 			require.NoError(t, handled, "a failure mode's admission is an answer, not an error to handle")
 		} else {
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "fail closed refuses it")
