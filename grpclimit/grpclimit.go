@@ -1,0 +1,213 @@
+// Package grpclimit puts ratelimit policies in front of gRPC servers: unary
+// and stream server interceptors, the gRPC counterpart of httplimit. It is a
+// module of its own, so that only its importers build gRPC.
+//
+// An Interceptor holds one or more Rules, each a Limiter and the KeyFunc
+// that picks the call's key for it (its peer's address, a metadata value,
+// the method, a value in the context). A call goes through only if every
+// rule admits it (see ratelimit.Multi); a stream is decided once, when it
+// opens. A denied call fails with codes.ResourceExhausted and a RetryInfo
+// detail carrying the exact retry delay, which gRPC clients honour:
+//
+//	st := status.Convert(err) // codes.ResourceExhausted
+//	for _, d := range st.Details() {
+//		if ri, ok := d.(*errdetails.RetryInfo); ok { wait := ri.GetRetryDelay().AsDuration() ... }
+//	}
+//
+// When a store fails, the Limiter's failure mode decides, as in httplimit:
+// a Limiter that fails closed (the default) fails the call with
+// codes.Unavailable; one built WithFailOpen lets it through. A call with no
+// key (ErrNoKey: a missing metadata value...) or a key the Limiter rejects
+// fails with codes.InvalidArgument. WithErrorHandler changes both.
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// ErrNoKey: a KeyFunc found nothing to limit the call by (no such metadata,
+// no peer address...). By default such a call fails with
+// codes.InvalidArgument.
+var ErrNoKey = errors.New("grpclimit: no key for the call")
+
+// KeyFunc picks the key a Rule limits a call by, from its context (which
+// holds its metadata and peer) and its full method name
+// ("/package.Service/Method").
+type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
+
+// Rule limits calls by Limiter, keyed by Key.
+type Rule struct {
+	Limiter *ratelimit.Limiter
+	Key     KeyFunc
+}
+
+// Interceptor applies Rules to calls. Create it with New.
+type Interceptor struct {
+	rules   []Rule
+	multi   *ratelimit.Multi
+	onError func(ctx context.Context, err error) error
+}
+
+// Option configures an Interceptor.
+type Option func(*Interceptor)
+
+// WithErrorHandler replaces the error of a call that cannot be decided (a
+// KeyFunc error, a key the Limiter rejects, a store error under a Limiter
+// that fails closed): h returns the error the call fails with.
+func WithErrorHandler(h func(ctx context.Context, err error) error) Option {
+	return func(i *Interceptor) { i.onError = h }
+}
+
+// New returns an Interceptor applying rules, in order, to every call.
+func New(rules []Rule, opts ...Option) (*Interceptor, error) {
+	limiters := make([]*ratelimit.Limiter, len(rules))
+	for i, r := range rules {
+		if r.Limiter == nil || r.Key == nil {
+			return nil, fmt.Errorf("%w: rule %d has no limiter or no key function", ratelimit.ErrInvalidArgument, i)
+		}
+		limiters[i] = r.Limiter
+	}
+	multi, err := ratelimit.NewMulti(limiters...)
+	if err != nil {
+		return nil, err
+	}
+	i := &Interceptor{rules: rules, multi: multi, onError: failed}
+	for _, o := range opts {
+		o(i)
+	}
+	return i, nil
+}
+
+// Unary is the interceptor of unary calls (grpc.UnaryInterceptor).
+func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := i.decide(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream is the interceptor of streams (grpc.StreamInterceptor): a stream
+// is decided once, when it opens.
+func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := i.decide(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// decide admits the call (nil) or returns the error it fails with.
+func (i *Interceptor) decide(ctx context.Context, method string) error {
+	keys := make([]string, len(i.rules))
+	for n, rule := range i.rules {
+		k, err := rule.Key(ctx, method)
+		if err == nil && k == "" {
+			err = ErrNoKey
+		}
+		if err != nil {
+			return i.onError(ctx, err)
+		}
+		keys[n] = k
+	}
+	d, err := i.multi.Allow(ctx, keys...)
+	if err != nil { // failed closed, or bad input
+		return i.onError(ctx, err)
+	}
+	if d.Allowed {
+		return nil
+	}
+	msg := "rate limit exceeded"
+	if d.Name != "" {
+		msg += " (" + d.Name + ")"
+	}
+	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
+	if err != nil { // a detail that cannot be marshalled: not with these types
+		return status.Error(codes.ResourceExhausted, msg)
+	}
+	return st.Err()
+}
+
+// failed is the error of a call that could not be decided.
+func failed(_ context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrNoKey), errors.Is(err, ratelimit.ErrInvalidKey):
+		return status.Error(codes.InvalidArgument, "rate limit: "+err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Unavailable, "rate limit: "+err.Error())
+}
+
+// PeerIP keys a call by its peer's IP address, IPv6 peers by their /64 (as
+// httplimit.ClientIP does: anyone with a /64 has 2^64 addresses). A call
+// without a peer address gets ErrNoKey.
+func PeerIP() KeyFunc {
+	return func(ctx context.Context, _ string) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", fmt.Errorf("%w: no peer", ErrNoKey)
+		}
+		host, _, err := net.SplitHostPort(p.Addr.String())
+		if err != nil {
+			host = p.Addr.String()
+		}
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return "", fmt.Errorf("%w: peer %q is no IP address", ErrNoKey, p.Addr)
+		}
+		if a = a.Unmap(); a.Is6() {
+			prefix, _ := a.WithZone("").Prefix(64)
+			return prefix.String(), nil
+		}
+		return a.String(), nil
+	}
+}
+
+// Metadata keys a call by the first value of a metadata key (an API token,
+// a tenant id); a call without it gets ErrNoKey.
+func Metadata(name string) KeyFunc {
+	return func(ctx context.Context, _ string) (string, error) {
+		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 && v[0] != "" {
+			return v[0], nil
+		}
+		return "", fmt.Errorf("%w: no %s metadata", ErrNoKey, name)
+	}
+}
+
+// Method keys a call by its full method name: a limit per method, shared by
+// every caller.
+func Method() KeyFunc {
+	return func(_ context.Context, fullMethod string) (string, error) { return fullMethod, nil }
+}
+
+// FromContext keys a call by a value an earlier interceptor put in its
+// context (the authenticated user): a string or a fmt.Stringer; anything
+// else is ErrNoKey.
+func FromContext(key any) KeyFunc {
+	return func(ctx context.Context, _ string) (string, error) {
+		switch v := ctx.Value(key).(type) {
+		case string:
+			return v, nil
+		case fmt.Stringer:
+			return v.String(), nil
+		}
+		return "", fmt.Errorf("%w: no %v in the context", ErrNoKey, key)
+	}
+}
