@@ -1,7 +1,14 @@
 // Package testserver gives tests a real Redis-protocol server: the one named
 // by an environment variable, else a server binary from PATH started on a free
-// loopback port with persistence off, else a Docker container when a Docker
-// engine answers. With none of these a test skips, or fails when CI=true.
+// loopback port with persistence off. With neither a test skips, or fails when
+// CI=true. On a machine with a Docker engine and no server binaries, run the
+// tests through the tools/containers module, which starts containers and sets
+// the variables:
+//
+//	go run ./tools/containers go test -race -count=1 ./...
+//
+// (Docker is not a dependency of the library or of its tests: only that tool
+// builds the Docker client.)
 //
 // A package starts at most one server of each kind, shared by its tests
 // (Get), and stops it when its tests are done (Main). A test that needs a
@@ -36,22 +43,20 @@ type Server struct {
 	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	stop   func() // for a container
 }
 
 // Kind describes where to find one kind of server.
 type Kind struct {
 	Env      string   // the variable naming an existing server
 	Binaries []string // server binaries to try from PATH, in order
-	Image    string   // Docker image (repository), tag "latest"
 }
 
 var (
-	// Redis: $REDIS_ADDR, else redis-server, else the redis image.
-	Redis = Kind{Env: "REDIS_ADDR", Binaries: []string{"redis-server"}, Image: "redis"}
+	// Redis: $REDIS_ADDR, else redis-server.
+	Redis = Kind{Env: "REDIS_ADDR", Binaries: []string{"redis-server"}}
 	// Valkey: $VALKEY_ADDR, else valkey-server, else redis-server (the same
-	// protocol and scripting), else the valkey/valkey image.
-	Valkey = Kind{Env: "VALKEY_ADDR", Binaries: []string{"valkey-server", "redis-server"}, Image: "valkey/valkey"}
+	// protocol and scripting).
+	Valkey = Kind{Env: "VALKEY_ADDR", Binaries: []string{"valkey-server", "redis-server"}}
 )
 
 var (
@@ -142,14 +147,10 @@ func find(k Kind) (*Server, error) {
 		return &Server{Addr: addr, Origin: "$" + k.Env}, waitReady(addr, 5*time.Second)
 	}
 	s, err := StartFromPath(k.Binaries)
-	if err == nil {
-		return s, nil
+	if err != nil {
+		return nil, fmt.Errorf("%w, or set %s (with a Docker engine: go run ./tools/containers go test ./...)", err, k.Env)
 	}
-	s, cerr := startContainer(k.Image)
-	if cerr == nil {
-		return s, nil
-	}
-	return nil, errors.Join(err, cerr)
+	return s, nil
 }
 
 // StartFromPath starts the first of binaries found on PATH (see
@@ -204,12 +205,9 @@ func (s *Server) start() error {
 
 // Stop stops a server this package started (an external one is left alone).
 func (s *Server) Stop() {
-	switch {
-	case s.cmd != nil:
+	if s.cmd != nil {
 		s.kill()
 		os.RemoveAll(s.dir)
-	case s.stop != nil:
-		s.stop()
 	}
 }
 
