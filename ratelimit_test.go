@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +150,16 @@ func TestNewValidatesThePolicyAndTheRetention(t *testing.T) {
 	require.NoError(t, l.SetPolicy(ratelimit.PerHour(1)), "a window up to the retention")
 	require.ErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 1, Window: 2 * time.Hour}), ratelimit.ErrInvalidPolicy)
 	require.Equal(t, ratelimit.PerHour(1), l.Policy(), "a refused policy changes nothing")
+}
+
+// The library's module requires none of the optional parts' heavy
+// dependencies (they live in the grpclimit, promlimit and tools/containers
+// modules), so a program importing it does not have them in its module
+// graph (it once had Docker's, Prometheus's...: 50 modules, now 19).
+func TestTheLibraryModuleRequiresNoHeavyDependency(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	require.NoError(t, err)
+	for _, heavy := range []string{"docker", "dockertest", "prometheus", "google.golang.org/grpc", "containerd"} {
+		require.NotContains(t, string(mod), heavy)
+	}
 }

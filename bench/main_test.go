@@ -235,3 +235,15 @@ func TestProgressIsOneLinePerStepOffATerminal(t *testing.T) {
 	require.Contains(t, out.String(), "memory")
 	require.NotContains(t, out.String(), "running")
 }
+
+// The bench once compiled the Docker client (49 packages, through the test
+// server starter) on every first run: it must link none of it.
+func TestTheBenchLinksNoDockerClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, pkg := range strings.Split(string(out), "\n") {
+		for _, heavy := range []string{"docker", "containerd", "opencontainers", "prometheus", "google.golang.org/grpc"} {
+			require.NotContains(t, pkg, heavy, "the bench links %s", pkg)
+		}
+	}
+}
