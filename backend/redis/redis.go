@@ -176,7 +176,7 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 		d, err = script.Decision(reply, req.Policy.MaxCost())
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
 	}
 	return d, nil
 }
@@ -194,7 +194,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 		ds, err = script.Decisions(reply, reqs)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit/redis: %w", err)
+		return nil, fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
 	}
 	return ds, nil
 }

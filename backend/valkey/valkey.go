@@ -107,7 +107,7 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 		d, err = script.Decision(reply, req.Policy.MaxCost())
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
 	}
 	return d, nil
 }
@@ -125,7 +125,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 		ds, err = script.Decisions(reply, reqs)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit/valkey: %w", err)
+		return nil, fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
 	}
 	return ds, nil
 }

@@ -181,6 +181,17 @@ func Decisions(reply []int64, reqs []ratelimit.Request) ([]ratelimit.Decision, e
 	return ds, nil
 }
 
+// WithContext returns err, wrapping ctx's error too when ctx is done and err
+// does not already: a client that notices a deadline as a network timeout
+// ("i/o timeout") then still answers errors.Is(err,
+// context.DeadlineExceeded), as the time budget's contract says.
+func WithContext(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, ctx.Err())
+}
+
 // Recover, deferred by a backend's method, turns a panic of the client into
 // an error wrapping ratelimit.ErrStore, prefixed with the backend's name: a
 // client's bug (valkey-go panics on a command whose keys are in two cluster

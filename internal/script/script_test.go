@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,4 +41,19 @@ func TestBoundedReturnsAtTheDeadline(t *testing.T) {
 	_, err = Bounded(long, "ratelimit/test", false, func(context.Context) (int, error) { panic("boom") })
 	require.ErrorIs(t, err, ratelimit.ErrStore, "a panic on the call's goroutine")
 	require.ErrorContains(t, err, "boom")
+}
+
+// go-redis can notice a deadline as a network "i/o timeout": the stores
+// wrap the context's error too, so that the caller can tell (seen once in
+// CI: the stalled-server test got an error that was not DeadlineExceeded).
+func TestWithContextNamesTheDeadline(t *testing.T) {
+	ioTimeout := errors.New("i/o timeout")
+	done, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	require.ErrorIs(t, WithContext(done, ioTimeout), context.DeadlineExceeded)
+	require.ErrorIs(t, WithContext(done, ioTimeout), ioTimeout)
+	require.NoError(t, WithContext(done, nil))
+	require.Equal(t, ioTimeout, WithContext(context.Background(), ioTimeout), "a live context adds nothing")
+	wrapped := fmt.Errorf("x: %w", context.DeadlineExceeded)
+	require.Equal(t, wrapped, WithContext(done, wrapped), "already said")
 }
