@@ -205,32 +205,43 @@ var notDecisions = map[string]bool{
 	"info": true, // the report's own
 }
 
-// commandCalls reads INFO commandstats: calls per command, summed over the
-// masters of a cluster (nil for memory).
-func (b *backend) commandCalls() (map[string]int64, error) {
+// commandStats reads INFO commandstats: calls and time per command, summed
+// over the masters of a cluster (nil for memory).
+func (b *backend) commandStats() (map[string]serverinfo.Stat, error) {
 	if b.admin == nil {
 		return nil, nil
 	}
-	sum := map[string]int64{}
+	sum := map[string]serverinfo.Stat{}
 	for _, n := range b.nodes {
-		calls, err := serverinfo.CommandCalls(context.Background(), n)
+		stats, err := serverinfo.CommandStats(context.Background(), n)
 		if err != nil {
 			return nil, err
 		}
-		for cmd, c := range calls {
-			sum[cmd] += c
+		for cmd, st := range stats {
+			s := sum[cmd]
+			s.Calls, s.Usec = s.Calls+st.Calls, s.Usec+st.Usec
+			sum[cmd] = s
 		}
 	}
 	return sum, nil
 }
 
+// scriptUsec is the server's time in the scripts between two readings, µs.
+func scriptUsec(before, after map[string]serverinfo.Stat) int64 {
+	var n int64
+	for _, cmd := range []string{"evalsha", "eval"} {
+		n += after[cmd].Usec - before[cmd].Usec
+	}
+	return n
+}
+
 // clientCommands is how many commands clients sent for decisions between
 // two readings: every call counted by the server but notDecisions.
-func clientCommands(before, after map[string]int64) int64 {
+func clientCommands(before, after map[string]serverinfo.Stat) int64 {
 	var n int64
-	for cmd, calls := range after {
+	for cmd, st := range after {
 		if !notDecisions[strings.SplitN(cmd, "|", 2)[0]] {
-			n += calls - before[cmd]
+			n += st.Calls - before[cmd].Calls
 		}
 	}
 	return n

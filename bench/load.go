@@ -76,7 +76,7 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 		workers[i] = &worker{}
 	}
 
-	statsBefore, err := b.commandCalls()
+	statsBefore, err := b.commandStats()
 	if err != nil {
 		return result{}, err
 	}
@@ -152,11 +152,12 @@ func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer
 
 	res.RoundtripsPerDecision = "-"
 	if statsBefore != nil {
-		statsAfter, err := b.commandCalls()
+		statsAfter, err := b.commandStats()
 		if err != nil {
 			return res, err
 		}
 		res.RoundtripsPerDecision = math.Round(1000*float64(clientCommands(statsBefore, statsAfter))/float64(res.Decisions)) / 1000
+		res.ServerUsPerDecision = math.Round(100*float64(scriptUsec(statsBefore, statsAfter))/float64(res.Decisions)) / 100
 	}
 	if res.BytesPerKey, err = b.bytesPerKey(p, prefix+"size:"); err != nil {
 		return res, err

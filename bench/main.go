@@ -60,11 +60,14 @@ type result struct {
 	MaxUs                 float64 `json:"max_us"`
 	AllocsPerOp           float64 `json:"allocs_per_op"`
 	RoundtripsPerDecision any     `json:"roundtrips_per_decision"` // a number, or "-" for memory
-	BytesPerKey           int64   `json:"bytes_per_key"`
-	Decisions             int64   `json:"decisions"`
-	Allowed               int64   `json:"allowed"`
-	OverAdmissions        int64   `json:"over_admissions"`
-	Errors                int64   `json:"errors"`
+	// ServerUsPerDecision is the server's time in the scripts per decision
+	// (INFO commandstats, summed over a cluster's masters); 0 for memory.
+	ServerUsPerDecision float64 `json:"server_us_per_decision"`
+	BytesPerKey         int64   `json:"bytes_per_key"`
+	Decisions           int64   `json:"decisions"`
+	Allowed             int64   `json:"allowed"`
+	OverAdmissions      int64   `json:"over_admissions"`
+	Errors              int64   `json:"errors"`
 	// Reference rows (redis-benchmark) fill only OpsPerSec and Backend.
 	reference bool
 }
@@ -205,7 +208,7 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 	for _, alg := range cfg.algorithms {
 		fmt.Fprintf(w, "\n%v, %d goroutines, %d keys, %v per backend\n", ratelimit.NewPolicy(alg, cfg.limit, cfg.window), cfg.concurrency, cfg.keys, cfg.duration)
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
+		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tserver µs/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
 		var base float64
 		for _, r := range byAlg[alg] {
 			if r.reference {
@@ -213,7 +216,7 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 				if r.OpsPerSec > 0 {
 					ratio = fmt.Sprintf("(backend at %.0f%%)", 100*base/r.OpsPerSec)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
+				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
 				continue
 			}
 			if !strings.HasSuffix(r.Backend, "+nearcache") { // the reference measures the store itself
@@ -223,8 +226,12 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 			if r.OverAdmissions > 0 || r.Errors > 0 {
 				correct = fmt.Sprintf("NO: %d over-admissions, %d errors", r.OverAdmissions, r.Errors)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t\n", r.Backend, thousands(r.OpsPerSec),
-				micros(r.P50us), micros(r.P99us), micros(r.P999us), micros(r.MaxUs), r.AllocsPerOp, r.RoundtripsPerDecision, thousands(float64(r.BytesPerKey)),
+			server := "-"
+			if r.ServerUsPerDecision > 0 {
+				server = fmt.Sprintf("%.1f", r.ServerUsPerDecision)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t%s\t\n", r.Backend, thousands(r.OpsPerSec),
+				micros(r.P50us), micros(r.P99us), micros(r.P999us), micros(r.MaxUs), r.AllocsPerOp, r.RoundtripsPerDecision, server, thousands(float64(r.BytesPerKey)),
 				thousands(float64(r.Decisions)), thousands(float64(r.Allowed)), correct)
 		}
 		tw.Flush()

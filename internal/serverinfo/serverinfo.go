@@ -14,21 +14,48 @@ import (
 // CommandCalls reads INFO commandstats: the calls of each command since the
 // server started (or CONFIG RESETSTAT), commands run by scripts included.
 func CommandCalls(ctx context.Context, c *goredis.Client) (map[string]int64, error) {
+	stats, err := CommandStats(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	calls := make(map[string]int64, len(stats))
+	for cmd, st := range stats {
+		calls[cmd] = st.Calls
+	}
+	return calls, nil
+}
+
+// Stat is what INFO commandstats says of one command.
+type Stat struct {
+	Calls int64
+	Usec  int64 // the server's time in the command, µs (a script's includes its commands')
+}
+
+// CommandStats reads INFO commandstats: the calls of each command and the
+// server's time in it since the server started (or CONFIG RESETSTAT).
+func CommandStats(ctx context.Context, c *goredis.Client) (map[string]Stat, error) {
 	info, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return nil, fmt.Errorf("INFO commandstats: %w", err)
 	}
-	calls := map[string]int64{}
+	stats := map[string]Stat{}
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+		fields := strings.Split(rest, ",")
+		n, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
 		}
-		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+		st := Stat{Calls: n}
+		for _, f := range fields[1:] {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				st.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = st
 	}
-	return calls, nil
+	return stats, nil
 }
