@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	sethvargo "github.com/sethvargo/go-limiter/memorystore"
+	ulule "github.com/ulule/limiter/v3"
+	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
+	uluredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	vk "github.com/valkey-io/valkey-go"
+	"golang.org/x/time/rate"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/backend/valkey"
+)
+
+// A contender is one limiter under test, opened fresh for a run: allow asks
+// for one request of key and says whether it was admitted.
+type contender struct {
+	name  string
+	allow func(ctx context.Context, key string) (bool, error)
+	close func()
+}
+
+// A maker opens a contender enforcing limit per window on every key; ns
+// namespaces its keys on a shared server, so that runs never see each
+// other's state.
+type maker struct {
+	name string
+	peer bool // false: this library
+	open func(limit int, window time.Duration, ns string) (contender, error)
+}
+
+// ours is this library on store (fresh for each open) under alg.
+func ours(name string, alg ratelimit.Algorithm, store func() (ratelimit.Store, func(), error)) maker {
+	return maker{name: name, open: func(limit int, window time.Duration, ns string) (contender, error) {
+		s, closeStore, err := store()
+		if err != nil {
+			return contender{}, err
+		}
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, limit, window), ratelimit.WithPrefix(ns))
+		if err != nil {
+			closeStore()
+			return contender{}, err
+		}
+		return contender{close: closeStore, allow: func(ctx context.Context, key string) (bool, error) {
+			d, err := l.Allow(ctx, key)
+			return d.Allowed, err
+		}}, nil
+	}}
+}
+
+// memoryMakers are the in-process limiters: this library's memory store
+// under each algorithm, and the peers' in-memory stores.
+func memoryMakers() []maker {
+	newMemory := func() (ratelimit.Store, func(), error) {
+		s := memory.New()
+		return s, func() { _ = s.Close() }, nil
+	}
+	var ms []maker
+	for _, alg := range ratelimit.Algorithms() {
+		ms = append(ms, ours("ratelimit memory "+alg.String(), alg, newMemory))
+	}
+	return append(ms,
+		maker{name: "sethvargo/go-limiter memorystore", peer: true, open: openSethvargo},
+		maker{name: "x/time/rate in a map", peer: true, open: openXTimeRate},
+		maker{name: "ulule/limiter memory", peer: true, open: openUluleMemory},
+	)
+}
+
+func openSethvargo(limit int, window time.Duration, _ string) (contender, error) {
+	s, err := sethvargo.New(&sethvargo.Config{Tokens: uint64(limit), Interval: window})
+	if err != nil {
+		return contender{}, err
+	}
+	return contender{close: func() { _ = s.Close(context.Background()) }, allow: func(ctx context.Context, key string) (bool, error) {
+		_, _, _, ok, err := s.Take(ctx, key)
+		return ok, err
+	}}, nil
+}
+
+// openXTimeRate is what many services write by hand: a token bucket of
+// golang.org/x/time/rate per key, in a map under a read-write lock (looked
+// up under the read lock; created under the write lock). It never forgets a
+// key, so it is unbounded, unlike every other contender.
+func openXTimeRate(limit int, window time.Duration, _ string) (contender, error) {
+	var mu sync.RWMutex
+	buckets := map[string]*rate.Limiter{}
+	every := rate.Every(window / time.Duration(limit))
+	return contender{close: func() {}, allow: func(_ context.Context, key string) (bool, error) {
+		mu.RLock()
+		b, ok := buckets[key]
+		mu.RUnlock()
+		if !ok {
+			mu.Lock()
+			if b, ok = buckets[key]; !ok {
+				b = rate.NewLimiter(every, limit)
+				buckets[key] = b
+			}
+			mu.Unlock()
+		}
+		return b.Allow(), nil
+	}}, nil
+}
+
+func openUluleMemory(limit int, window time.Duration, ns string) (contender, error) {
+	l := ulule.New(ululememory.NewStoreWithOptions(ulule.StoreOptions{Prefix: ns, CleanUpInterval: time.Minute}),
+		ulule.Rate{Period: window, Limit: int64(limit)})
+	return contender{close: func() {}, allow: func(ctx context.Context, key string) (bool, error) {
+		c, err := l.Get(ctx, key)
+		return !c.Reached, err
+	}}, nil
+}
+
+// networkMakers are the limiters on the server at addr: this library's
+// Redis (go-redis) and Valkey (valkey-go) backends under each algorithm, and
+// the peers' Redis stores, every one with 64 connections per CPU at most.
+func networkMakers(addr string, conns int) []maker {
+	newGoRedis := func() *goredis.Client {
+		return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
+	}
+	var ms []maker
+	for _, alg := range ratelimit.Algorithms() {
+		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (ratelimit.Store, func(), error) {
+			c := newGoRedis()
+			return redis.New(c), func() { _ = c.Close() }, nil
+		}))
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		ms = append(ms, ours("ratelimit valkey "+alg.String(), alg, func() (ratelimit.Store, func(), error) {
+			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, MaxFlushDelay: 50 * time.Microsecond})
+			if err != nil {
+				return nil, nil, err
+			}
+			return valkey.New(c), c.Close, nil
+		}))
+	}
+	return append(ms,
+		maker{name: "go-redis/redis_rate (GCRA)", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
+			c := newGoRedis()
+			l := redis_rate.NewLimiter(c)
+			lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: window}
+			return contender{close: func() { _ = c.Close() }, allow: func(ctx context.Context, key string) (bool, error) {
+				res, err := l.Allow(ctx, ns+key, lim)
+				if err != nil {
+					return false, err
+				}
+				return res.Allowed > 0, nil
+			}}, nil
+		}},
+		maker{name: "ulule/limiter redis", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
+			c := newGoRedis()
+			s, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: ns, MaxRetry: 3})
+			if err != nil {
+				_ = c.Close()
+				return contender{}, err
+			}
+			l := ulule.New(s, ulule.Rate{Period: window, Limit: int64(limit)})
+			return contender{close: func() { _ = c.Close() }, allow: func(ctx context.Context, key string) (bool, error) {
+				lc, err := l.Get(ctx, key)
+				return !lc.Reached, err
+			}}, nil
+		}},
+	)
+}

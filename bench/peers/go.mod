@@ -1,0 +1,21 @@
+module github.com/ratelimit-go/ratelimit/bench/peers
+
+go 1.23.0
+
+replace github.com/ratelimit-go/ratelimit => ../..
+
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/sethvargo/go-limiter v0.7.1
+	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/time v0.12.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/redis/go-redis/v9 v9.18.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+)
