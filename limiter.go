@@ -207,12 +207,15 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, erro
 	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	if l.plain && l.timeout == 0 { // the hot path: the request is built in the call, not copied through helpers
+	if l.plain && l.timeout == 0 && l.clock == nil {
+		// The hot path: an in-process store on its own clock. The request
+		// is built in the call from plain fields, not copied through
+		// helpers, and the store's answer is returned as it is.
 		p := l.policy.Load()
-		if err := p.checkCost(n); err != nil {
-			return Decision{}, err
+		if n < 1 || n > p.MaxCost() {
+			return Decision{}, p.checkCost(n)
 		}
-		d, err := l.store.Take(ctx, Request{Key: Key{l.prefix, key}, Policy: *p, Cost: n, Clock: l.clockKind(), Now: l.now(), Retain: l.retention})
+		d, err := l.store.Take(ctx, Request{Key: Key{l.prefix, key}, Policy: *p, Cost: n, Retain: l.retention})
 		if err != nil {
 			return Decision{}, storeError(err)
 		}

@@ -6,6 +6,7 @@ package algorithm
 type Fixed struct {
 	start   int64 // µs; meaningful when started
 	count   int64
+	aligned int64 // a window length start is aligned to (0: none known)
 	started bool
 }
 
@@ -17,6 +18,9 @@ func (f *Fixed) Peek(now int64, r Rate, n int64) Outcome { return f.decide(now, 
 
 // current is the window that now counts in, and its count.
 func (f *Fixed) current(now, window int64) (start, count int64) {
+	if f.started && f.aligned == window && f.start <= now && now < f.start+window {
+		return f.start, f.count // the common case, without a division
+	}
 	ws := WindowStart(now, window)
 	switch {
 	case !f.started || ws > f.start:
@@ -29,15 +33,19 @@ func (f *Fixed) current(now, window int64) (start, count int64) {
 
 func (f *Fixed) decide(now int64, r Rate, n int64, record bool) Outcome {
 	start, count := f.current(now, r.Window)
-	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: fixedEnd(start, r.Window), At: now}
+	end := start + r.Window
+	if f.aligned != r.Window || start != f.start {
+		end = fixedEnd(start, r.Window)
+	}
+	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: end, At: now}
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
 		if record && f.started && f.start > now {
-			f.start = start // a Take rewrites state from the future, admitted or not
+			f.start, f.aligned = start, r.Window // a Take rewrites state from the future, admitted or not
 		}
 	case record:
-		*f = Fixed{start: start, count: count + n, started: true}
+		*f = Fixed{start: start, count: count + n, aligned: f.alignedTo(start, r.Window), started: true}
 		out.Count = f.count
 	}
 	return out
@@ -50,8 +58,18 @@ func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	if n > count {
 		return Outcome{}, false
 	}
-	*f = Fixed{start: start, count: count - n, started: true}
+	*f = Fixed{start: start, count: count - n, aligned: f.alignedTo(start, r.Window), started: true}
 	return f.Peek(now, r, 1), true
+}
+
+// alignedTo is the window length that start, the start of the current
+// window under window, is known to be aligned to: window, unless start is
+// an older window's kept under another length.
+func (f *Fixed) alignedTo(start, window int64) int64 {
+	if start == f.start && f.aligned != window {
+		return 0
+	}
+	return window
 }
 
 // Empty reports whether the state holds no window.

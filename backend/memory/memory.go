@@ -58,7 +58,11 @@ type Store struct {
 	shards []shard
 	mask   uint64
 	seed   maphash.Seed
-	micros func() int64 // the store's clock, µs since the Unix epoch
+	// The store's clock: clock (WithStoreClock), or by default the wall
+	// clock read at start, advanced by the monotonic clock (see micros).
+	clock       func() time.Time
+	start       time.Time
+	startMicros int64
 
 	stats      stats
 	sweepEvery time.Duration
@@ -74,8 +78,10 @@ type shard struct {
 	entries    int // log entries held
 	maxEntries int
 	refuse     bool          // WhenFull is RefuseNewKeys
-	stats      *stats        // the store's
-	_          [64 - 56]byte // one shard per cache line: no false sharing of locks
+	stats      *stats // the store's
+	policy     ratelimit.Policy
+	rate       algorithm.Rate // policy's
+	_          [64]byte       // no false sharing of locks between shards
 }
 
 // stats counts what the key bound did.
@@ -227,16 +233,13 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(&c)
 	}
-	micros := monotonicMicros()
-	if c.clock != nil {
-		micros = func() int64 { return algorithm.Micros(c.clock()) }
-	}
+	start := time.Now()
 	c.maxKeys = max(1, c.maxKeys)
 	n := 1
 	for n < c.shards && n*2 <= c.maxKeys { // every shard holds a key at least
 		n <<= 1
 	}
-	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), micros: micros, sweepEvery: c.sweepEvery, stop: make(chan struct{})}
+	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), clock: c.clock, start: start, startMicros: start.UnixMicro(), sweepEvery: c.sweepEvery, stop: make(chan struct{})}
 	for i := range s.shards {
 		capacity := c.maxKeys / n // the remainder goes one each to the first shards
 		if i < c.maxKeys%n {
@@ -257,29 +260,107 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// monotonicMicros reads the wall clock once and advances it by the
-// monotonic clock from then on, in integers (no time.Time on the hot path).
-func monotonicMicros() func() int64 {
-	start := time.Now()
-	startMicros := start.UnixMicro()
-	return func() int64 { return startMicros + int64(time.Since(start)/time.Microsecond) }
+// micros is the store's clock, µs since the Unix epoch. The default reads
+// one monotonic clock (no time.Time, no indirect call: this is on the hot
+// path), so a wall-clock step does not move windows.
+func (s *Store) micros() int64 {
+	if s.clock != nil {
+		return algorithm.Micros(s.clock())
+	}
+	return s.startMicros + int64(time.Since(s.start)/time.Microsecond)
 }
 
 // Take implements ratelimit.Store.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	// The body of decide, written out: this is the hot path.
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
 	sh := s.shard(req.Key.ID)
 	sh.mu.Lock()
+	// The store's clock is read under the lock, so that the decisions on a
+	// key are made in the order of their times, as on a server.
 	now, storeNow := s.now(&req)
-	out, err := sh.decide(&req, now, storeNow, take)
-	sh.mu.Unlock()
-	if err != nil {
-		return ratelimit.Decision{}, err
+	e, ok := sh.keys.Peek(req.Key.ID)
+	var sl *slot
+	if ok {
+		sl = e.slot(req.Key.Prefix, req.Policy.Algorithm)
 	}
-	return out.Decision(req.Policy.MaxCost()), nil
+	if sl == nil { // a new key, or new to this prefix or algorithm
+		out, err := sh.decide(&req, now, storeNow, take)
+		sh.mu.Unlock()
+		if err != nil {
+			return ratelimit.Decision{}, err
+		}
+		return decision(&out, req.Policy.MaxCost()), nil
+	}
+	// The hot path, written out: a key seen before.
+	e.used = true
+	out := sh.take(sl, &req, now, storeNow)
+	sh.mu.Unlock()
+	return decision(&out, req.Policy.MaxCost()), nil
+}
+
+// decision is out as the Decision of a request whose policy's MaxCost is
+// limit.
+func decision(out *algorithm.Outcome, limit int) ratelimit.Decision {
+	return ratelimit.Decision{
+		Allowed:    out.Allowed,
+		Limit:      limit,
+		Remaining:  int(max(int64(limit)-out.Count, 0)),
+		Count:      int(out.Count),
+		ResetAt:    time.UnixMicro(out.ResetAt),
+		RetryAfter: time.Duration(out.RetryAfter) * time.Microsecond,
+		At:         time.UnixMicro(out.At),
+	}
+}
+
+// take decides req at now on sl, a slot of the shard, whose lock is held,
+// recording it if admitted; storeNow is the store's clock, which expiry is
+// kept on.
+func (sh *shard) take(sl *slot, req *ratelimit.Request, now, storeNow int64) algorithm.Outcome {
+	r := sh.rateOf(&req.Policy)
+	n := int64(req.Cost)
+	var out algorithm.Outcome
+	var life int64
+	switch req.Policy.Algorithm {
+	case ratelimit.FixedWindow:
+		if out = sl.fixed.Take(now, r, n); out.Allowed {
+			life = sl.fixed.Life(now, r)
+		}
+	case ratelimit.SlidingWindowCounter:
+		if out = sl.counter.Take(now, r, n); out.Allowed {
+			life = sl.counter.Life(now, r)
+		}
+	case ratelimit.GCRA:
+		if out = sl.bucket.Take(now, r, n); out.Allowed {
+			life = sl.bucket.Life(now, r)
+		}
+	default:
+		held := sl.log.Len()
+		if out = sl.log.Take(now, r, n); out.Allowed {
+			life = sl.log.Life(now, r)
+		}
+		if grown := sl.log.Len() - held; grown != 0 { // a Take prunes, admitted or not
+			sh.entries += grown
+			if grown > 0 && sh.entries > sh.maxEntries {
+				sh.shed(req.Key.ID, storeNow)
+			}
+		}
+	}
+	if out.Allowed { // a denial records nothing: the expiry stands
+		sl.expireAt = max(sl.expireAt, storeNow+max(life, req.Retention().Microseconds()))
+	}
+	return out
+}
+
+// rateOf is p in the algorithms' units, from the shard's cache of the last
+// policy seen (a store usually sees few): GCRA's units need a division
+// loop. The shard's lock is held.
+func (sh *shard) rateOf(p *ratelimit.Policy) algorithm.Rate {
+	if *p != sh.policy {
+		sh.policy, sh.rate = *p, algorithm.RateOf(*p)
+	}
+	return sh.rate
 }
 
 // Peek implements ratelimit.Store.
@@ -315,7 +396,7 @@ func (s *Store) decide(ctx context.Context, req *ratelimit.Request, o op) (ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return out.Decision(req.Policy.MaxCost()), nil
+	return decision(&out, req.Policy.MaxCost()), nil
 }
 
 // TakeAll implements ratelimit.MultiStore: the shards of every request are
@@ -367,7 +448,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
 	for i, out := range outs {
-		ds[i] = out.Decision(reqs[i].Policy.MaxCost())
+		ds[i] = decision(&out, reqs[i].Policy.MaxCost())
 	}
 	return ds, nil
 }
@@ -408,28 +489,21 @@ func (sh *shard) decide(req *ratelimit.Request, now, storeNow int64, o op) (algo
 		sl = &e.slots[len(e.slots)-1]
 	}
 	e.used = true
-	r := algorithm.RateOf(req.Policy)
+	r := sh.rateOf(&req.Policy)
 	if o == peek {
 		return sl.decide(req, r, now, peek), nil
 	}
+	if o == take {
+		return sh.take(sl, req, now, storeNow), nil
+	}
 	held := sl.log.Len()
-	var out algorithm.Outcome
-	if o == refund {
-		var ok bool
-		if out, ok = sl.refund(req, r, now); !ok {
-			return out, overRefund(req, sl.decide(req, r, now, peek).Count)
-		}
-	} else if out = sl.decide(req, r, now, take); !out.Allowed {
-		return out, nil // nothing recorded: the expiry stands
+	out, ok := sl.refund(req, r, now)
+	if !ok {
+		return out, overRefund(req, sl.decide(req, r, now, peek).Count)
 	}
 	sl.expireAt = max(sl.expireAt, storeNow+max(sl.life(req, r, now), req.Retention().Microseconds()))
-	if alg == ratelimit.SlidingWindow {
-		if grown := sl.log.Len() - held; grown != 0 {
-			sh.entries += grown
-			if grown > 0 && sh.entries > sh.maxEntries {
-				sh.shed(req.Key.ID, storeNow)
-			}
-		}
+	if grown := sl.log.Len() - held; grown != 0 {
+		sh.entries += grown
 	}
 	return out, nil
 }
