@@ -77,7 +77,7 @@ type shard struct {
 	capacity   int
 	entries    int // log entries held
 	maxEntries int
-	refuse     bool          // WhenFull is RefuseNewKeys
+	refuse     bool   // WhenFull is RefuseNewKeys
 	stats      *stats // the store's
 	policy     ratelimit.Policy
 	rate       algorithm.Rate // policy's
@@ -271,7 +271,7 @@ func (s *Store) micros() int64 {
 }
 
 // Take implements ratelimit.Store.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *Store) Take(ctx context.Context, req ratelimit.Request) (d ratelimit.Decision, err error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -297,7 +297,12 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	e.used = true
 	out := sh.take(sl, &req, now, storeNow)
 	sh.mu.Unlock()
-	return decision(&out, req.Policy.MaxCost()), nil
+	// Field by field into the result: a Decision is returned in memory,
+	// and copying one just written stalls the CPU.
+	limit := req.Policy.MaxCost()
+	d.Allowed, d.Limit, d.Remaining, d.Count = out.Allowed, limit, int(max(int64(limit)-out.Count, 0)), int(out.Count)
+	d.ResetAt, d.RetryAfter, d.At = time.UnixMicro(out.ResetAt), time.Duration(out.RetryAfter)*time.Microsecond, time.UnixMicro(out.At)
+	return d, nil
 }
 
 // decision is out as the Decision of a request whose policy's MaxCost is
