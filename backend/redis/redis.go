@@ -52,9 +52,11 @@ import (
 
 // Client is what the store needs of a go-redis client; redis.Client,
 // redis.ClusterClient, redis.Ring and a failover client all have it, as does
-// redis.UniversalClient.
+// redis.UniversalClient. The store sends its EVALSHA (and EVAL after a
+// NOSCRIPT) as commands of its own through Process: their arguments and
+// reply are built and read without an allocation per value.
 type Client interface {
-	goredis.Scripter
+	Process(ctx context.Context, cmd goredis.Cmder) error
 	Del(ctx context.Context, keys ...string) *goredis.IntCmd
 }
 
@@ -62,7 +64,6 @@ type Client interface {
 // not own the client: close the client when done.
 type Store struct {
 	client Client
-	script *goredis.Script
 	// honoursContext: the client stops waiting for the server when the
 	// context is done (ContextTimeoutEnabled).
 	honoursContext bool
@@ -81,7 +82,6 @@ type Store struct {
 func New(client Client) *Store {
 	s := &Store{
 		client: client,
-		script: goredis.NewScript(script.Decide),
 		args:   script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
 
 		honoursContext: contextTimeoutEnabled(client),
@@ -171,7 +171,13 @@ func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.De
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/redis", &err)
-	reply, err := s.run(ctx, script.Keys(req), s.args.For(req, op))
+	c := new(call) // the command, its words and its keys' text: one allocation
+	keys := script.KeysIn(c.text[:0], c.keys[:0], req)
+	words := append(c.words[:0], evalsha, sha, len(keys))
+	for _, k := range keys {
+		words = append(words, k)
+	}
+	reply, err := s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op))
 	if err == nil {
 		d, err = script.Decision(reply, req.Policy.MaxCost())
 	}
@@ -181,6 +187,22 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 	return d, nil
 }
 
+// call is one decision's EVALSHA: the command, its words, and the text of
+// its keys, which the words point to.
+type call struct {
+	cmd   goredis.IntSliceCmd
+	words [3 + 2 + script.MaxArgs]any
+	keys  [2]string
+	text  [96]byte
+}
+
+// The words of an EVALSHA, and of the EVAL that replaces it after NOSCRIPT,
+// boxed once.
+var (
+	evalsha, sha any = "evalsha", script.SHA1
+	eval, source any = "eval", script.Decide
+)
+
 // TakeAll implements ratelimit.MultiStore: one EVALSHA for requests on one
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
@@ -189,7 +211,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/redis: %w", err)
 	}
-	reply, err := s.run(ctx, keys, s.args.ForAll(reqs))
+	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.MaxArgs), evalsha, sha, len(keys))
+	for _, k := range keys {
+		words = append(words, k)
+	}
+	reply, err := s.run(ctx, new(goredis.IntSliceCmd), append(words, s.args.ForAll(reqs)...))
 	if err == nil {
 		ds, err = script.Decisions(reply, reqs)
 	}
@@ -215,16 +241,31 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
 	return nil
 }
 
-func (s *Store) run(ctx context.Context, keys []string, args []any) (reply []int64, err error) {
+// run sends words (an EVALSHA) as cmd, and the script itself (EVAL) if the
+// server does not know it (NOSCRIPT: after a restart or a SCRIPT FLUSH).
+func (s *Store) run(ctx context.Context, cmd *goredis.IntSliceCmd, words []any) (reply []int64, err error) {
 	ctx, cancel := s.capped(ctx)
 	defer cancel()
 	if s.honoursContext { // the hot path: no closure
-		reply, err = s.script.Run(ctx, s.client, keys, args...).Int64Slice()
+		reply, err = s.evalSHA(ctx, cmd, words)
 	} else {
 		reply, err = script.Bounded(ctx, "ratelimit/redis", false, func(ctx context.Context) ([]int64, error) {
-			return s.script.Run(ctx, s.client, keys, args...).Int64Slice()
+			return s.evalSHA(ctx, cmd, words)
 		})
 	}
 	s.failed(err)
 	return reply, err
+}
+
+func (s *Store) evalSHA(ctx context.Context, cmd *goredis.IntSliceCmd, words []any) ([]int64, error) {
+	*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+	cmd.SetFirstKeyPos(3) // for a cluster client: the first key is the 4th word
+	err := s.client.Process(ctx, cmd)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		words[0], words[1] = eval, source
+		*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+		cmd.SetFirstKeyPos(3)
+		err = s.client.Process(ctx, cmd)
+	}
+	return cmd.Val(), err
 }

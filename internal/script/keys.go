@@ -2,6 +2,7 @@ package script
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -62,6 +63,24 @@ func appendKeys(keys []string, req ratelimit.Request) []string {
 	// One allocation for both: the log's name is a prefix of its meta's.
 	meta := name(req.Key, slidingSuffix+metaSuffix)
 	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
+}
+
+// KeysIn appends the keys of req's state to keys, as Keys returns them,
+// writing their text into buf when it fits (it grows on the heap
+// otherwise): a caller that owns buf in an allocation it makes anyway pays
+// nothing for the names. buf must not be written to afterwards: the keys
+// share its memory.
+func KeysIn(buf []byte, keys []string, req ratelimit.Request) []string {
+	suffix := algorithmArgs[req.Policy.Algorithm]
+	if req.Policy.Algorithm == ratelimit.SlidingWindow {
+		suffix = slidingSuffix + metaSuffix
+	}
+	buf = append(append(append(append(append(buf[:0], escape(req.Key.Prefix)...), '{'), escape(req.Key.ID)...), "}:"...), suffix...)
+	name := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
+	if req.Policy.Algorithm != ratelimit.SlidingWindow {
+		return append(keys, name)
+	}
+	return append(keys, name[:len(name)-len(metaSuffix)], name)
 }
 
 // AllKeys are every server key of key, under every algorithm: what Reset

@@ -5,7 +5,9 @@ package script
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,6 +27,9 @@ var (
 	// Decide decides one request (Take or Peek) or several together
 	// (TakeAll): algorithms.lua, then decide.lua.
 	Decide = algorithms + decide
+
+	// SHA1 is Decide's name for EVALSHA: the hex SHA-1 of its text.
+	SHA1 = func() string { h := sha1.Sum([]byte(Decide)); return hex.EncodeToString(h[:]) }()
 )
 
 // TTLSlack is how much longer than the window a key lives after its last
@@ -34,6 +39,10 @@ const TTLSlack = 1000 // ms
 
 // argsPerRequest is the number of arguments of each request (decide.lua).
 const argsPerRequest = 8
+
+// MaxArgs is the most arguments For returns: the TTL slack, then a
+// request's.
+const MaxArgs = 1 + argsPerRequest
 
 // Op is what the script does with a request.
 type Op uint8
@@ -89,6 +98,12 @@ func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 // For returns the arguments of one request.
 func (c *ArgCache[T]) For(req ratelimit.Request, op Op) []T {
 	return c.appendArgs(append(make([]T, 0, 1+argsPerRequest), c.slack), req, op)
+}
+
+// AppendFor appends the arguments of one request to args, as For returns
+// them.
+func (c *ArgCache[T]) AppendFor(args []T, req ratelimit.Request, op Op) []T {
+	return c.appendArgs(append(args, c.slack), req, op)
 }
 
 // ForAll returns the arguments of several requests taken together.
