@@ -57,6 +57,9 @@ type phaseResult struct {
 // same port); once plainly (failing closed) and once through a guard with a
 // memory fallback.
 func runFaults(cfg config, stdout, progress io.Writer) error {
+	if cfg.limit == 0 {
+		cfg.limit = maxAutoLimit // a fault run measures failures, not denials
+	}
 	var rows []phaseResult
 	for _, name := range cfg.backends {
 		if name == "memory" {

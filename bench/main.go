@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,8 +67,17 @@ type result struct {
 	BytesPerKey         int64   `json:"bytes_per_key"`
 	Decisions           int64   `json:"decisions"`
 	Allowed             int64   `json:"allowed"`
-	OverAdmissions      int64   `json:"over_admissions"`
-	Errors              int64   `json:"errors"`
+	// Limit is the policy's limit in this row: -limit, or the one picked
+	// for the backend (see pickLimit).
+	Limit int `json:"limit"`
+	// DeniedShare is the share of the decisions that were denials: a row
+	// that denies nothing tests no limit.
+	DeniedShare float64 `json:"denied_share"`
+	// OpsPerSecRuns are a reference's repeated runs; OpsPerSec is their
+	// median.
+	OpsPerSecRuns  []float64 `json:"ops_per_sec_runs,omitempty"`
+	OverAdmissions int64     `json:"over_admissions"`
+	Errors         int64     `json:"errors"`
 	// Reference rows (redis-benchmark) fill only OpsPerSec and Backend.
 	reference bool
 }
@@ -93,7 +103,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "goroutines making requests")
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each backend and algorithm runs")
 	fs.IntVar(&cfg.keys, "keys", 1000, "distinct keys, picked at random per request")
-	fs.IntVar(&cfg.limit, "limit", 100, "the policy's limit")
+	fs.IntVar(&cfg.limit, "limit", 0, "the policy's limit (default: picked per backend so that about half of its decisions are denials, at most 100)")
 	fs.DurationVar(&cfg.window, "window", time.Second, "the policy's window")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per result instead of tables")
 	fs.StringVar(&cfg.fault, "fault", "", "stall or kill: run the load on a throwaway server stalled (SIGSTOP) or killed in the middle and brought back, plainly and through a guard with a local fallback")
@@ -123,7 +133,11 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("-algorithm %q: want sliding, fixed, counter, gcra or all", *alg)
 	}
 	for _, a := range cfg.algorithms {
-		if err := ratelimit.NewPolicy(a, cfg.limit, cfg.window).Validate(); err != nil {
+		limit := cfg.limit
+		if limit == 0 {
+			limit = maxAutoLimit
+		}
+		if err := ratelimit.NewPolicy(a, limit, cfg.window).Validate(); err != nil {
 			return cfg, err
 		}
 	}
@@ -160,6 +174,13 @@ func run(cfg config, stdout, progress io.Writer) error {
 			return err
 		}
 		for _, alg := range cfg.algorithms {
+			cfg := cfg
+			if cfg.limit == 0 {
+				if cfg.limit, err = pickLimit(cfg, b, alg, progress); err != nil {
+					b.close()
+					return fmt.Errorf("%s %v: %w", name, alg, err)
+				}
+			}
 			res, err := measure(cfg, b, alg, progress)
 			if err != nil {
 				b.close()
@@ -206,17 +227,18 @@ func run(cfg config, stdout, progress io.Writer) error {
 
 func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result) {
 	for _, alg := range cfg.algorithms {
-		fmt.Fprintf(w, "\n%v, %d goroutines, %d keys, %v per backend\n", ratelimit.NewPolicy(alg, cfg.limit, cfg.window), cfg.concurrency, cfg.keys, cfg.duration)
+		fmt.Fprintf(w, "\n%v per %v, %d goroutines, %d keys, %v per backend\n", alg, cfg.window, cfg.concurrency, cfg.keys, cfg.duration)
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backend\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tserver µs/decision\tbytes/key\tdecisions\tallowed\tcorrect\t")
+		fmt.Fprintln(tw, "backend\tlimit\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tserver µs/decision\tbytes/key\tdecisions\tdenied\tcorrect\t")
 		var base float64
 		for _, r := range byAlg[alg] {
 			if r.reference {
 				ratio := ""
 				if r.OpsPerSec > 0 {
-					ratio = fmt.Sprintf("(backend at %.0f%%)", 100*base/r.OpsPerSec)
+					ratio = fmt.Sprintf("(backend at %.0f%% of the median of %d runs, %s to %s)", 100*base/r.OpsPerSec, len(r.OpsPerSecRuns),
+						thousands(slices.Min(r.OpsPerSecRuns)), thousands(slices.Max(r.OpsPerSecRuns)))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
+				fmt.Fprintf(tw, "%s\t\t%s\t\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
 				continue
 			}
 			if !strings.HasSuffix(r.Backend, "+nearcache") { // the reference measures the store itself
@@ -230,9 +252,9 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 			if r.ServerUsPerDecision > 0 {
 				server = fmt.Sprintf("%.1f", r.ServerUsPerDecision)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t%s\t\n", r.Backend, thousands(r.OpsPerSec),
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%.1f%%\t%s\t\n", r.Backend, r.Limit, thousands(r.OpsPerSec),
 				micros(r.P50us), micros(r.P99us), micros(r.P999us), micros(r.MaxUs), r.AllocsPerOp, r.RoundtripsPerDecision, server, thousands(float64(r.BytesPerKey)),
-				thousands(float64(r.Decisions)), thousands(float64(r.Allowed)), correct)
+				thousands(float64(r.Decisions)), 100*r.DeniedShare, correct)
 		}
 		tw.Flush()
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,7 @@ func TestHistogramQuantiles(t *testing.T) {
 }
 
 func TestFlagsAreValidated(t *testing.T) {
-	for _, args := range [][]string{{"-backend", "mysql"}, {"-algorithm", "token"}, {"-limit", "0"}, {"-window", "10us"}, {"-concurrency", "0"}} {
+	for _, args := range [][]string{{"-backend", "mysql"}, {"-algorithm", "token"}, {"-limit", "-1"}, {"-window", "10us"}, {"-concurrency", "0"}} {
 		_, err := parseFlags(args)
 		require.Error(t, err, args)
 	}
@@ -78,7 +80,7 @@ func TestShortRunOnTheMemoryStore(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &r))
 		require.Equal(t, ratelimit.Algorithms()[i].String(), r["algorithm"])
 		for _, field := range []string{"backend", "algorithm", "concurrency", "ops_per_sec", "p50_us", "p99_us", "allocs_per_op",
-			"roundtrips_per_decision", "bytes_per_key", "decisions", "allowed", "over_admissions"} {
+			"roundtrips_per_decision", "bytes_per_key", "decisions", "allowed", "limit", "denied_share", "over_admissions"} {
 			require.Contains(t, r, field)
 		}
 		require.Equal(t, "memory", r["backend"])
@@ -128,10 +130,42 @@ func TestShortRunOnAServer(t *testing.T) {
 				require.Greater(t, len(rows), 1, "redis-benchmark's reference rows: %s", progress.String())
 				for _, ref := range rows[1:] {
 					require.True(t, strings.HasPrefix(ref.Backend, "redis-benchmark -c 8 -P "), ref.Backend)
-					require.Positive(t, ref.OpsPerSec)
+					require.Len(t, ref.OpsPerSecRuns, referenceRuns, "repeated runs")
+					require.Equal(t, slices.Sorted(slices.Values(ref.OpsPerSecRuns))[referenceRuns/2], ref.OpsPerSec, "their median")
 				}
 			}
 		})
+	}
+}
+
+// At a fixed limit of 100 per second, a server's rows admitted every
+// decision (no key reached its limit at server speed), so their "0
+// over-admissions" tested nothing. By default the limit is now picked per
+// backend so that about half the decisions are denials (nearly all on the
+// memory store, whose limit is capped at maxAutoLimit).
+func TestTheDefaultLimitDeniesARealShare(t *testing.T) {
+	addr := testserver.Get(t, testserver.Redis).Addr
+	for _, name := range []string{"memory", "redis"} {
+		cfg, err := parseFlags([]string{"-backend", name, "-addr", addr, "-algorithm", "sliding", "-duration", "500ms",
+			"-concurrency", "8", "-keys", "50", "-window", "100ms", "-json"})
+		require.NoError(t, err)
+		if name == "memory" {
+			cfg.addr = ""
+		}
+		var out, progress bytes.Buffer
+		require.NoError(t, run(cfg, &out, &progress), progress.String())
+		var r result
+		require.NoError(t, json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &r))
+		t.Logf("%s: limit %d, %d decisions, %.1f%% denied", name, r.Limit, r.Decisions, 100*r.DeniedShare)
+		require.Zero(t, r.OverAdmissions)
+		require.Zero(t, r.Errors)
+		require.True(t, r.Limit >= 1 && r.Limit <= maxAutoLimit, "limit %d", r.Limit)
+		require.GreaterOrEqual(t, r.DeniedShare, 0.05, "a real share denied")
+		require.Positive(t, r.Allowed, "and some admitted")
+		if r.Limit < maxAutoLimit { // the memory store, too fast for a limit of 100, denies nearly all
+			require.LessOrEqual(t, r.DeniedShare, 0.95, "a real share admitted")
+		}
+		require.Equal(t, r.Decisions-r.Allowed, int64(math.Round(r.DeniedShare*float64(r.Decisions))))
 	}
 }
 
@@ -233,7 +267,7 @@ func TestProgressIsOneLinePerStepOffATerminal(t *testing.T) {
 	var out, progress bytes.Buffer
 	require.NoError(t, run(cfg, &out, &progress))
 	require.NotContains(t, progress.String(), "\r")
-	require.Equal(t, "running memory fixed for 100ms\n", progress.String())
+	require.Equal(t, "picking a limit for memory fixed: 100ms at 100 per 1s\nrunning memory fixed for 100ms\n", progress.String())
 	require.Contains(t, out.String(), "memory")
 	require.NotContains(t, out.String(), "running")
 }
