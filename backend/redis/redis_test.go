@@ -308,3 +308,29 @@ func TestAllocationsPerDecision(t *testing.T) {
 		require.LessOrEqual(t, allocs, 8.0, "%v", alg)
 	}
 }
+
+// On the server's clock the sliding log renews its keys' TTLs only when they
+// would not cover the state's life (at most once per TTLSlack under steady
+// use): a log that emptied (Redis deletes an empty sorted set) and came back
+// must get its TTL all the same, or it would outlive its use forever.
+func TestASlidingLogAlwaysHasATTL(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	const window = 100 * time.Millisecond
+	l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(prefix(t)))
+	require.NoError(t, err)
+	require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: 3, Window: window}))
+	keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix(t), ID: "k"}, Policy: l.Policy()})
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 3; i++ {
+			_, err := l.Allow(ctx, "k")
+			require.NoError(t, err)
+			for _, k := range keys {
+				ttl := c.PTTL(ctx, k).Val()
+				require.Greater(t, ttl, window, "round %d, request %d: the TTL of %s covers the window", round, i, k)
+				require.LessOrEqual(t, ttl, time.Second+time.Duration(script.TTLSlack)*time.Millisecond, "round %d: %s", round, k)
+			}
+		}
+		time.Sleep(window + 50*time.Millisecond) // the log empties at the next request's prune
+	}
+}

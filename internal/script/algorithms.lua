@@ -70,14 +70,32 @@ local function prune(log, meta, cutoff, extra)
   return extra
 end
 
-local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
+-- sliding decides on the log; own_clock says now is the server's TIME.
+-- Beyond n, x and t, meta holds o and e. o is the time of the oldest entry,
+-- or 0 when that is unknown (after a refund or a re-timing) or was never
+-- written; whatever removes entries without rewriting it exactly sets it to
+-- 0, so a nonzero o above the cutoff means the log holds nothing stale and
+-- its oldest entry is at o. e is when both keys expire (ms, on the server's
+-- clock; 0 when unknown). The common take then counts with ZCARD alone,
+-- reads no entry for reset and retry, and rarely renews the TTLs.
+local function sliding(log, meta, now, limit, window, cost, op, retain, slack, own_clock)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
-  local m = redis.call('HMGET', meta, 'n', 'x', 't')
+  local m = redis.call('HMGET', meta, 'n', 'x', 't', 'o', 'e')
   local seq, extra, newest = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3])
+  local oldest, expires = tonumber(m[4]) or 0, tonumber(m[5])
   local count
-  if op == 'take' and not (newest and newest > now) then -- the common case: prune, then count
-    extra = prune(log, meta, cutoff, extra)
-    count = redis.call('ZCARD', log) + extra
+  -- known: oldest is the time of the oldest entry (nil: the log is empty),
+  -- and every entry is in the window.
+  local known = false
+  if op == 'take' and not (newest and newest > now) then -- the common case
+    if oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
+      extra = prune(log, meta, cutoff, extra)
+      oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2])
+      if m[4] and oldest and oldest ~= tonumber(m[4]) then
+        redis.call('HSET', meta, 'o', oldest) -- kept exact for the next call, even if this one is denied
+      end
+    end
+    count, known = redis.call('ZCARD', log) + extra, true
   else
     count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
     if op == 'refund' and cost > count then return 2, count, 0, 0 end
@@ -92,7 +110,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
           end
           redis.call('ZADD', log, 'XX', unpack(args))
         end
-        redis.call('HSET', meta, 't', now)
+        redis.call('HSET', meta, 't', now, 'o', 0)
       end
       extra = prune(log, meta, cutoff, extra)
     end
@@ -121,7 +139,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
     end
     redis.call('ZREMRANGEBYRANK', log, -k, -1)
     if rest then seq = add_entry(log, rest[1], rest[2], limit, seq) end
-    redis.call('HSET', meta, 'n', seq, 'x', extra)
+    redis.call('HSET', meta, 'n', seq, 'x', extra, 'o', 0, 'e', 0)
     redis.call('PEXPIRE', log, ttl_ms)
     redis.call('PEXPIRE', meta, ttl_ms)
     count, cost, op = count - cost, 1, 'peek'
@@ -135,7 +153,13 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
     retry = window
     if k <= count then
       local at
-      if extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
+      if known and extra == 0 then -- every entry is one unit, and in the window
+        if k == 1 then
+          at = oldest
+        else
+          at = tonumber(redis.call('ZRANGE', log, k - 1, k - 1, 'WITHSCORES')[2])
+        end
+      elseif extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
         at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2])
       else
         local offset = 0
@@ -151,17 +175,31 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack)
       retry = math.min(at, now) + window - now
     end
   elseif op == 'take' then
+    local empty = count == 0 -- every entry holds a unit at least: the log is gone
     seq = add_entry(log, now, cost, limit, seq)
     if cost > 1 then extra = extra + cost - 1 end
-    redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra)
     count = count + cost
-    redis.call('PEXPIRE', log, ttl_ms)
-    redis.call('PEXPIRE', meta, ttl_ms)
+    if empty then oldest = now end
+    if not known then oldest = 0 end
+    -- The keys must live ttl_ms - slack at least from now: renewed (to
+    -- ttl_ms) unless they already do, by the server's clock.
+    local now_ms = math.floor(now / 1000)
+    if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack then
+      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest)
+    else
+      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest, 'e', own_clock and now_ms + ttl_ms or 0)
+      redis.call('PEXPIRE', log, ttl_ms)
+      redis.call('PEXPIRE', meta, ttl_ms)
+    end
   end
   local reset_at = now
   if count > 0 then
-    local first = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
+    if known and oldest then
+      reset_at = math.min(oldest, now) + window
+    else
+      local first = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
+    end
   end
   return allowed and 1 or 0, count, reset_at, retry
 end

@@ -19,7 +19,8 @@ local server_now -- read once: every request of one step is decided at one time
 local function decide(a, k, op)
   local alg, now, cost, retain = ARGV[a], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local p1, p2, p3 = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
-  if not now then
+  local own_clock = not now
+  if own_clock then
     if not server_now then
       if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
       local t = redis.call('TIME')
@@ -29,7 +30,7 @@ local function decide(a, k, op)
   end
   local allowed, count, reset_at, retry
   if alg == 'sw' then
-    allowed, count, reset_at, retry = sliding(KEYS[k], KEYS[k + 1], now, p1, p2, cost, op, retain, slack)
+    allowed, count, reset_at, retry = sliding(KEYS[k], KEYS[k + 1], now, p1, p2, cost, op, retain, slack, own_clock)
     return allowed, count, reset_at, retry, now, k + 2
   elseif alg == 'fw' then
     allowed, count, reset_at, retry = fixed(KEYS[k], now, p1, p2, cost, op, retain, slack)
