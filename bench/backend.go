@@ -196,15 +196,23 @@ func masters(addrs []string) ([]*goredis.Client, error) {
 }
 
 // notDecisions are the commands INFO counts that are no client's round
-// trip for a decision: those the scripts call on the server, and what a
-// client sends once per connection or to learn a cluster's layout.
-var notDecisions = map[string]bool{
-	"time": true, "zremrangebyscore": true, "zcard": true, "zcount": true, "zrangebyscore": true,
-	"incrby": true, "hincrby": true, "zadd": true, "zrem": true, "zrevrange": true, "zremrangebyrank": true, "zscore": true, "pexpire": true,
-	"hmget": true, "hset": true, "get": true, "set": true,
-	"hello": true, "client": true, "cluster": true, "command": true, "ping": true, "role": true,
-	"info": true, // the report's own
-}
+// trip for a decision: those the scripts call on the server (read from
+// their text, so that a script that learns a command cannot pass it off as
+// a round trip), and what a client sends once per connection or to learn a
+// cluster's layout.
+var notDecisions = func() map[string]bool {
+	m := map[string]bool{
+		"hello": true, "client": true, "cluster": true, "command": true, "ping": true, "role": true,
+		"info": true, // the report's own
+	}
+	for _, call := range scriptCall.FindAllStringSubmatch(script.Decide, -1) {
+		m[strings.ToLower(call[1])] = true
+	}
+	return m
+}()
+
+// scriptCall is a command called by a Lua script: redis.call('ZADD', ...).
+var scriptCall = regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z_]+)['"]`)
 
 // commandStats reads INFO commandstats: calls and time per command, summed
 // over the masters of a cluster (nil for memory).

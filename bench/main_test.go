@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -92,6 +93,22 @@ func TestShortRunOnTheMemoryStore(t *testing.T) {
 	svg, err := os.ReadFile(plot)
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "fixed window: 20 admitted across the boundary")
+}
+
+// Round trips are what clients send: every command a script calls on the
+// server is read from the scripts themselves (a ZRANGE the sliding log
+// learned once counted as 0.2 round trips a decision), and the script
+// calls themselves are not excluded.
+func TestRoundTripsLeaveOutTheScriptsOwnCommands(t *testing.T) {
+	for _, cmd := range []string{"zrange", "zcard", "hmget", "zadd", "time", "pexpire"} {
+		require.True(t, notDecisions[cmd], cmd)
+	}
+	for _, cmd := range []string{"evalsha", "eval", "evalsha_ro", "script", "del"} {
+		require.False(t, notDecisions[cmd], cmd)
+	}
+	before := map[string]serverinfo.Stat{"evalsha": {Calls: 10}, "zrange": {Calls: 3}}
+	after := map[string]serverinfo.Stat{"evalsha": {Calls: 15}, "eval": {Calls: 1}, "zrange": {Calls: 9}, "cluster|slots": {Calls: 2}}
+	require.Equal(t, int64(6), clientCommands(before, after))
 }
 
 // A short run on a real server: round trips are measured on the server and
