@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -167,7 +168,7 @@ func runScenario(sc scenario, makers []maker, keys []string, c config, progress 
 	rows := make([]row, len(makers))
 	var ref float64
 	for i, rs := range runs {
-		slices.SortFunc(rs, func(a, b row) int { return int(a.NsPerDecision - b.NsPerDecision) })
+		slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(a.NsPerDecision, b.NsPerDecision) })
 		rows[i] = rs[len(rs)/2]
 		if makers[i].name == sc.reference {
 			ref = rows[i].NsPerDecision

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -9,10 +12,79 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 func TestMain(m *testing.M) { testserver.Main(m) }
+
+// Every contender enforces the limit it is given, so that the ratios
+// compare limiters doing the same work: a fresh key admits exactly its
+// limit, then nothing more within the window, and keys do not share state.
+func TestEveryContenderAdmitsExactlyItsLimit(t *testing.T) {
+	srv := testserver.Get(t, testserver.Redis)
+	ctx := context.Background()
+	for i, m := range append(memoryMakers(), networkMakers(srv.Addr, 4)...) {
+		t.Run(m.name, func(t *testing.T) {
+			c, err := m.open(5, time.Hour, fmt.Sprintf("peers:test:%d:%d:", time.Now().UnixNano(), i))
+			require.NoError(t, err)
+			defer c.close()
+			for _, key := range []string{"alice", "bob"} {
+				admitted := 0
+				for range 8 {
+					ok, err := c.allow(ctx, key)
+					require.NoError(t, err)
+					if ok {
+						admitted++
+					}
+				}
+				require.Equal(t, 5, admitted, key)
+			}
+		})
+	}
+}
+
+// A short run of the command on every backend: a row per contender and
+// scenario, the reference peer at 1x, no errors, and denying scenarios that
+// deny (every key starts at its limit) while admitting ones admit.
+func TestARunReportsEveryContenderAgainstItsReference(t *testing.T) {
+	srv := testserver.Get(t, testserver.Redis)
+	var out, progress bytes.Buffer
+	c := config{backend: "all", addr: srv.Addr, duration: 20 * time.Millisecond, rounds: 1, keys: 200, goroutines: 4, json: true}
+	require.NoError(t, run(c, &out, &progress))
+	perScenario := map[string][]row{}
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r row
+		require.NoError(t, dec.Decode(&r))
+		perScenario[r.Scenario] = append(perScenario[r.Scenario], r)
+	}
+	scs := scenarios(c.goroutines)
+	require.Len(t, perScenario, len(scs))
+	for _, sc := range scs {
+		rows := perScenario[sc.name]
+		want := len(memoryMakers())
+		if sc.network {
+			want = len(networkMakers(srv.Addr, 1))
+		}
+		require.Len(t, rows, want, sc.name)
+		for _, r := range rows {
+			require.Zero(t, r.Errors, "%s: %s", sc.name, r.Contender)
+			require.Positive(t, r.NsPerDecision, "%s: %s", sc.name, r.Contender)
+			if r.Contender == sc.reference {
+				require.InDelta(t, 1, r.VsReference, 1e-9, sc.name)
+			}
+			switch {
+			case sc.network:
+			case sc.warm > sc.limit:
+				require.Greater(t, r.DeniedShare, 0.9, "%s: %s", sc.name, r.Contender)
+			default:
+				require.Less(t, r.DeniedShare, 0.1, "%s: %s", sc.name, r.Contender)
+			}
+		}
+	}
+}
 
 // BenchmarkMemory is the memory scenarios of the command as Go benchmarks,
 // for benchstat and profiles:
