@@ -285,9 +285,11 @@ func TestDegradedLocalMode(t *testing.T) {
 
 // A decision through go-redis made 17 to 19 allocations (go-redis's Script
 // boxed every argument and every integer of the reply). The store now sends
-// its own command, whose words and keys are one allocation and whose reply
-// is read into a []int64: at most 8 per decision on a warm connection, 3 of
-// them go-redis's check of the connection it takes from its pool.
+// its own command, whose words and keys are one allocation (the keys boxed
+// in place: each was one more) and whose reply is read into a []int64: 6
+// per decision on a warm connection, the Limiter's time budget one of them,
+// and go-redis's own four (its check of the connection it takes from its
+// pool, three; the reply's slice).
 func TestAllocationsPerDecision(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under -race")
@@ -305,7 +307,7 @@ func TestAllocationsPerDecision(t *testing.T) {
 			}
 		})
 		t.Logf("%v: %.0f allocations per decision", alg, allocs)
-		require.LessOrEqual(t, allocs, 8.0, "%v", alg)
+		require.LessOrEqual(t, allocs, 6.0, "%v: the call, the time budget, and go-redis's own four", alg)
 	}
 }
 
