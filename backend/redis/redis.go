@@ -4,15 +4,16 @@
 // Each decision is one Lua script (shared with the Valkey backend) run with
 // EVALSHA: one round trip, atomic on the server, so any number of app
 // instances sharing the server enforce one limit. After a SCRIPT FLUSH or a
-// restart the server answers NOSCRIPT, and go-redis sends the script again
-// with EVAL, transparently. Reset is one DEL. The Store is a
+// restart the server answers NOSCRIPT, and the store sends the script again
+// with EVAL, in the same call, transparently. Reset is one DEL. The Store is a
 // ratelimit.MultiStore: several policies on one caller's key are decided by
 // one script.
 //
 // Keys look like "ratelimit:{user42}:sw" (the log), with the caller's key as
 // the Cluster hash tag, so all the keys of one caller's key are in one slot;
-// every write sets a TTL of the window plus a second, so idle keys disappear
-// by themselves. The layout is documented once, in internal/script/keys.go.
+// every write leaves a TTL of at least the window plus a second (the sliding
+// log renews it about once a second, not at every write), so idle keys
+// disappear by themselves. The layout is documented once, in internal/script/keys.go.
 //
 // A panic of the client is returned as an error wrapping ratelimit.ErrStore.
 //

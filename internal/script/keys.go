@@ -26,7 +26,9 @@ import (
 // prefix, therefore live in one slot, so one script may decide several
 // policies on one key together; and distinct (P, K) pairs never share a key.
 // Every write sets a TTL of the state's life or the retention, whichever is
-// longer, plus TTLSlack.
+// longer, plus TTLSlack; but a sliding log on the server's clock, whose meta
+// knows when its keys expire (e), renews them only once less than the life
+// or retention is left, so at most about once per TTLSlack under steady use.
 
 // Suffixes of the state of each algorithm.
 const (
