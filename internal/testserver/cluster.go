@@ -114,8 +114,12 @@ func StartCluster(binaries []string, nodeTimeout time.Duration, extra ...string)
 		}
 	}
 	host, port, _ := strings.Cut(nodes[0].Addr, ":")
+	meet := []string{"CLUSTER", "MEET", host, port}
+	if nodes[0].bus != "" {
+		meet = append(meet, nodes[0].bus) // else the client port + 10,000
+	}
 	for _, s := range nodes[1:] {
-		if _, err := command(ctx, s.Addr, "CLUSTER", "MEET", host, port); err != nil {
+		if _, err := command(ctx, s.Addr, meet...); err != nil {
 			return c, fmt.Errorf("CLUSTER MEET: %w", err)
 		}
 	}

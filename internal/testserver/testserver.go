@@ -24,6 +24,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +43,7 @@ type Server struct {
 
 	binary string // set when this package started it, so it can stop it
 	extra  []string
+	bus    string // a cluster node's bus port, when given with --cluster-port
 	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -144,7 +148,9 @@ func unavailable(t testing.TB, format string, args ...any) {
 
 func find(k Kind) (*Server, error) {
 	if addr := os.Getenv(k.Env); addr != "" {
-		return &Server{Addr: addr, Origin: "$" + k.Env}, waitReady(addr, 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return &Server{Addr: addr, Origin: "$" + k.Env}, waitReady(ctx, addr)
 	}
 	s, err := StartFromPath(k.Binaries)
 	if err != nil {
@@ -166,41 +172,115 @@ func StartFromPath(binaries []string, extra ...string) (*Server, error) {
 
 // startBinary starts the server binary at path on a free loopback port,
 // with persistence off and the given extra arguments, and waits until it
-// answers.
+// answers. A port is free when it is picked, not when the server binds it: a
+// server that exits at start (its port taken meanwhile, by another test
+// package's server or a client's connection) is started again on others, up
+// to three times.
 func startBinary(path string, extra ...string) (*Server, error) {
-	port, err := freePort()
+	version, _ := exec.Command(path, "--version").Output()
+	origin := strings.TrimSpace(string(version))
+	var err error
+	for range 3 {
+		var s *Server
+		if s, err = startOnce(path, origin, extra); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errExited) {
+			break
+		}
+	}
+	return nil, err
+}
+
+func startOnce(path, origin string, extra []string) (*Server, error) {
+	// A cluster node's bus listens on a port of its own, by default the
+	// client port + 10,000: if that is taken, or above 65,535 (for a client
+	// port above 55,535, a fifth of the ephemeral range), the node exits.
+	// Redis 7 and Valkey take a free one as --cluster-port; older servers
+	// get a client port of 55,535 or less.
+	cluster := slices.Contains(extra, "--cluster-enabled")
+	bus := cluster && clusterPort.MatchString(origin)
+	free, err := freePorts(1+boolInt(bus), cluster && !bus)
 	if err != nil {
 		return nil, err
+	}
+	busPort := ""
+	if bus {
+		busPort = strconv.Itoa(free[1])
+		extra = append(slices.Clip(extra), "--cluster-port", busPort)
 	}
 	dir, err := os.MkdirTemp("", "testserver-")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), binary: path, dir: dir, extra: extra}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", free[0]), Origin: origin, binary: path, dir: dir, extra: extra, bus: busPort}
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	version, _ := exec.Command(path, "--version").Output()
-	s.Origin = strings.TrimSpace(string(version))
 	return s, nil
 }
+
+// clusterPort matches the version of a server that takes --cluster-port:
+// Redis 7 or later, or Valkey.
+var clusterPort = regexp.MustCompile(`^(Valkey server|Redis server v=([7-9]|[1-9][0-9])\.)`)
+
+// errExited is a server that exited before it answered.
+var errExited = errors.New("exited at start")
 
 func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "yes", "--enable-debug-command", "local"}
 	s.cmd = exec.Command(s.binary, append(args, s.extra...)...)
+	var log tail
+	s.cmd.Stdout, s.cmd.Stderr = &log, &log
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.binary, err)
 	}
 	s.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
-	if err := waitReady(s.Addr, 10*time.Second); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.exited:
+			cancel() // no use waiting for an answer
+		case <-ctx.Done():
+		}
+	}()
+	if err := waitReady(ctx, s.Addr); err != nil {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("%s on %s: %w: %s", s.binary, s.Addr, errExited, log.String())
+		default:
+		}
 		s.kill()
 		return err
 	}
 	return nil
+}
+
+// tail keeps the last lines a server wrote, for the error when it exits.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-2048:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
 }
 
 // Stop stops a server this package started (an external one is left alone).
@@ -251,27 +331,48 @@ func (s *Server) kill() {
 	<-s.exited
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts picks n distinct loopback ports that are free now; lowFirst
+// asks for a first one of 55,535 or less.
+func freePorts(n int, lowFirst bool) ([]int, error) {
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close() // held until all are picked: distinct
+		port := l.Addr().(*net.TCPAddr).Port
+		if len(ports) == 0 && lowFirst && port > 55535 {
+			if tries > 100 {
+				return nil, errors.New("no free port of 55,535 or less")
+			}
+			continue
+		}
+		ports = append(ports, port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
-// waitReady pings addr until it answers PONG.
-func waitReady(addr string, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waitReady pings addr until it answers PONG or ctx is done.
+func waitReady(ctx context.Context, addr string) error {
 	var last error
 	for ctx.Err() == nil {
 		if last = ping(ctx, addr); last == nil {
 			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	return fmt.Errorf("server at %s not ready within %v: %w", addr, within, last)
+	return fmt.Errorf("server at %s not ready: %w", addr, last)
 }
 
 func ping(ctx context.Context, addr string) error {
