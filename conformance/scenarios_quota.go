@@ -184,7 +184,7 @@ func keysAreIsolated(t *testing.T, e *env) {
 			continue
 		}
 		l, err := ratelimit.New(e.newStore(t), policyOf(alg, 2, time.Minute),
-			ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now))
+			ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now), ratelimit.WithTimeout(budget))
 		require.NoError(t, err)
 		d, err = l.Allow(context.Background(), "user")
 		require.NoError(t, err)
