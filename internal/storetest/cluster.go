@@ -22,7 +22,7 @@ func Spread(t *testing.T, addrs []string, store ratelimit.Store) {
 	ctx := context.Background()
 	pre := prefix()
 	for _, alg := range ratelimit.Algorithms() {
-		l := limiter(t, store, ratelimit.NewPolicy(alg, 10, time.Minute), pre+alg.String()+":")
+		l := limiter(t, store, ratelimit.NewPolicy(alg, 10, time.Minute), pre+alg.String()+":", clusterBudget)
 		for u := 0; u < 1000; u++ {
 			_, err := l.Allow(ctx, "user-"+strconv.Itoa(u))
 			require.NoError(t, err)

@@ -50,7 +50,7 @@ func PrefixesOnACluster(t *testing.T, store ratelimit.Store) {
 	ctx := context.Background()
 	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
 		for _, alg := range ratelimit.Algorithms() {
-			l := limiter(t, store, ratelimit.NewPolicy(alg, 2, time.Hour), prefix)
+			l := limiter(t, store, ratelimit.NewPolicy(alg, 2, time.Hour), prefix, clusterBudget)
 			require.NoError(t, l.Reset(ctx, "user"))
 			for i := 1; i <= 3; i++ {
 				d, err := l.Allow(ctx, "user")
@@ -69,6 +69,11 @@ func admin(t *testing.T, addr string) *goredis.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// clusterBudget is the time budget of tests of where keys go on a cluster,
+// not of time: a new cluster client's first call learns the cluster's
+// layout, which the default budget may not cover on a loaded machine.
+var clusterBudget = ratelimit.WithTimeout(10 * time.Second)
 
 func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, append([]ratelimit.Option{ratelimit.WithPrefix(prefix)}, opts...)...)
