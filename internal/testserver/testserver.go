@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -233,8 +234,13 @@ func (s *Server) start() error {
 	args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "yes", "--enable-debug-command", "local"}
 	s.cmd = exec.Command(s.binary, append(args, s.extra...)...)
-	var log tail
-	s.cmd.Stdout, s.cmd.Stderr = &log, &log
+	logPath := filepath.Join(s.dir, "server.log") // a file: no pipe for the server's forks to hold open
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer log.Close() // the server has its own descriptor
+	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.binary, err)
 	}
@@ -252,7 +258,8 @@ func (s *Server) start() error {
 	if err := waitReady(ctx, s.Addr); err != nil {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("%s on %s: %w: %s", s.binary, s.Addr, errExited, log.String())
+			said, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%s on %s: %w: %s", s.binary, s.Addr, errExited, lastLines(said, 5))
 		default:
 		}
 		s.kill()
@@ -261,26 +268,10 @@ func (s *Server) start() error {
 	return nil
 }
 
-// tail keeps the last lines a server wrote, for the error when it exits.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 4096 {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-2048:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
+// lastLines is the last n lines of text, on one line.
+func lastLines(text []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(text)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
 }
 
 // Stop stops a server this package started (an external one is left alone).
