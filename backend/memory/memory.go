@@ -291,7 +291,7 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (d ratelimit.De
 		if err != nil {
 			return ratelimit.Decision{}, err
 		}
-		return decision(&out, req.Policy.MaxCost()), nil
+		return out.Decision(req.Policy.MaxCost()), nil
 	}
 	// The hot path, written out: a key seen before.
 	e.used = true
@@ -303,20 +303,6 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (d ratelimit.De
 	d.Allowed, d.Limit, d.Remaining, d.Count = out.Allowed, limit, int(max(int64(limit)-out.Count, 0)), int(out.Count)
 	d.ResetAt, d.RetryAfter, d.At = time.UnixMicro(out.ResetAt), time.Duration(out.RetryAfter)*time.Microsecond, time.UnixMicro(out.At)
 	return d, nil
-}
-
-// decision is out as the Decision of a request whose policy's MaxCost is
-// limit.
-func decision(out *algorithm.Outcome, limit int) ratelimit.Decision {
-	return ratelimit.Decision{
-		Allowed:    out.Allowed,
-		Limit:      limit,
-		Remaining:  int(max(int64(limit)-out.Count, 0)),
-		Count:      int(out.Count),
-		ResetAt:    time.UnixMicro(out.ResetAt),
-		RetryAfter: time.Duration(out.RetryAfter) * time.Microsecond,
-		At:         time.UnixMicro(out.At),
-	}
 }
 
 // take decides req at now on sl, a slot of the shard, whose lock is held,
@@ -401,7 +387,7 @@ func (s *Store) decide(ctx context.Context, req *ratelimit.Request, o op) (ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return decision(&out, req.Policy.MaxCost()), nil
+	return out.Decision(req.Policy.MaxCost()), nil
 }
 
 // TakeAll implements ratelimit.MultiStore: the shards of every request are
@@ -453,7 +439,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
 	for i, out := range outs {
-		ds[i] = decision(&out, reqs[i].Policy.MaxCost())
+		ds[i] = out.Decision(reqs[i].Policy.MaxCost())
 	}
 	return ds, nil
 }

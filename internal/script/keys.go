@@ -59,14 +59,11 @@ func Keys(req ratelimit.Request) []string {
 	return appendKeys(make([]string, 0, 2), req)
 }
 
-// appendKeys appends the keys of req's state to keys.
+// appendKeys appends the keys of req's state to keys, their text in one
+// allocation.
 func appendKeys(keys []string, req ratelimit.Request) []string {
-	if alg := req.Policy.Algorithm; alg != ratelimit.SlidingWindow {
-		return append(keys, name(req.Key, algorithmArgs[alg]))
-	}
-	// One allocation for both: the log's name is a prefix of its meta's.
-	meta := name(req.Key, slidingSuffix+metaSuffix)
-	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
+	size := len(req.Key.Prefix) + len(req.Key.ID) + len("{}:") + len(slidingSuffix+metaSuffix) // the longest suffix
+	return KeysIn(make([]byte, 0, size), keys, req)
 }
 
 // KeysIn appends the keys of req's state to keys, as Keys returns them,
