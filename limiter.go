@@ -228,7 +228,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, erro
 	if err := p.checkCost(n); err != nil {
 		return Decision{}, err
 	}
-	return l.take(ctx, l.request(key, p, n))
+	req, err := l.request(key, p, n)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.take(ctx, req)
 }
 
 // Peek reports key's quota without consuming any: Allowed tells whether a
@@ -242,7 +246,11 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.peek(ctx, l.request(key, p, 1))
+	req, err := l.request(key, p, 1)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.peek(ctx, req)
 }
 
 // Refund gives back n of the quota key has in use, for a request that was
@@ -277,9 +285,13 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int) (Decision, erro
 	if !ok {
 		return Decision{}, fmt.Errorf("ratelimit: the store %T cannot refund: %w", l.store, errors.ErrUnsupported)
 	}
+	req, err := l.request(key, p, n)
+	if err != nil {
+		return Decision{}, err
+	}
 	sctx, cancel := l.budget(ctx, time.Now())
 	defer cancel()
-	d, err := rs.Refund(sctx, l.request(key, p, n))
+	d, err := rs.Refund(sctx, req)
 	switch {
 	case errors.Is(err, ErrInvalidCost):
 		return Decision{}, err
@@ -342,9 +354,16 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) (Decision, error
 	}
 }
 
-// request is a request of cost n for key under p.
-func (l *Limiter) request(key string, p Policy, n int) Request {
-	return Request{Key: Key{l.prefix, key}, Policy: p, Cost: n, Clock: l.clockKind(), Now: l.now(), Retain: l.retention}
+// request is a request of cost n for key under p. A caller's clock outside
+// [MinTime, MaxTime] is refused here, before any I/O.
+func (l *Limiter) request(key string, p Policy, n int) (Request, error) {
+	req := Request{Key: Key{l.prefix, key}, Policy: p, Cost: n, Clock: l.clockKind(), Now: l.now(), Retain: l.retention}
+	if req.Clock == CallerClock {
+		if err := ValidateTime(req.Now); err != nil {
+			return Request{}, err
+		}
+	}
+	return req, nil
 }
 
 // take asks the store to decide req, and settles its answer.
@@ -387,7 +406,9 @@ func (l *Limiter) settle(ctx context.Context, req Request, peek bool, d Decision
 	if err != nil {
 		err = storeError(err)
 		d = Decision{}
-		if l.failOpen {
+		// A cost the store says can never fit (a guard's share while its
+		// primary is down) is bad input for now: never admitted.
+		if l.failOpen && !errors.Is(err, ErrInvalidCost) {
 			d = Decision{Allowed: true, Limit: req.Policy.MaxCost(), At: began, Source: SourceFailOpen}
 		}
 	}
@@ -396,7 +417,7 @@ func (l *Limiter) settle(ctx context.Context, req Request, peek bool, d Decision
 			Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
 	}
 	switch {
-	case err != nil && !l.failOpen:
+	case err != nil && !d.Allowed:
 		return Decision{}, err
 	case l.dryRun && !d.Allowed:
 		d.Allowed, d.RetryAfter = true, 0

@@ -99,7 +99,9 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 		if err := p.checkCost(n); err != nil {
 			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
 		}
-		reqs[i] = l.request(keys[i], p, n)
+		if reqs[i], err = l.request(keys[i], p, n); err != nil {
+			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
+		}
 	}
 	out := MultiDecision{Decisions: make([]Decision, len(m.limiters)), Policies: make([]Policy, len(m.limiters))}
 	for i := range reqs {

@@ -60,6 +60,21 @@ type Request struct {
 	Retain time.Duration
 }
 
+// Validate reports a request no store can decide exactly and in bounded
+// time, which every store refuses before deciding (or any I/O): a cost
+// outside [1, Policy.MaxCost()] (ErrInvalidCost), a caller's time outside
+// [MinTime, MaxTime] (ErrInvalidArgument). A Limiter never sends one; a
+// store checks all the same, as any caller may use it directly.
+func (r *Request) Validate() error {
+	if r.Cost < 1 || r.Cost > r.Policy.MaxCost() {
+		return fmt.Errorf("%w: cost %d, want 1 to %d", ErrInvalidCost, r.Cost, r.Policy.MaxCost())
+	}
+	if r.Clock == CallerClock {
+		return ValidateTime(r.Now)
+	}
+	return nil
+}
+
 // Retention is how long after a write the key's state must be kept: Retain,
 // and at least the policy's window.
 func (r *Request) Retention() time.Duration { return max(r.Retain, r.Policy.Window) }
@@ -142,6 +157,33 @@ func ValidateKey(key string) error {
 func validatePrefix(prefix string) error {
 	if len(prefix) > MaxPrefixLen {
 		return fmt.Errorf("%w: prefix of %d bytes, more than %d", ErrInvalidKey, len(prefix), MaxPrefixLen)
+	}
+	return nil
+}
+
+// The times a store decides at exactly: every algorithm computes in integer
+// microseconds since the Unix epoch, and a server's script in doubles, exact
+// below 2^53; a time stays within them with room for the windows it adds.
+// A caller's clock (CallerClock) outside them is refused with
+// ErrInvalidArgument before any I/O: a time before the epoch once made a
+// script that never ended, holding a shared server.
+var (
+	// MinTime is the earliest time a request may be decided at: the Unix
+	// epoch.
+	MinTime = time.UnixMicro(0)
+	// MaxTime is the latest: 2^53 µs after the epoch less four of the
+	// longest windows (in the year 2254).
+	MaxTime = time.UnixMicro(maxMicros)
+)
+
+const maxMicros = 1<<53 - 4*int64(MaxWindow/time.Microsecond)
+
+// ValidateTime reports, wrapping ErrInvalidArgument, a time outside
+// [MinTime, MaxTime], at which no store can decide exactly.
+func ValidateTime(t time.Time) error {
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return fmt.Errorf("%w: time %v is outside [%v, %v], where every store decides exactly", ErrInvalidArgument,
+			t.UTC().Format(time.RFC3339Nano), MinTime.UTC().Format(time.RFC3339), MaxTime.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

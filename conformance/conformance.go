@@ -94,6 +94,7 @@ var scenarios = []struct {
 	{"retry-after is exact", retryAfterIsExact},
 	{"counts every request of the same microsecond", sameMicrosecond},
 	{"rejects invalid input and records nothing", rejectsInvalidInput},
+	{"refuses a cost or a time it cannot decide exactly, recording nothing", refusesWhatItCannotDecide},
 	{"a cancelled context returns promptly with an error", cancelledContext},
 	{"matches the reference model on random traffic", matchesModel},
 	{"never over-admits under concurrency across instances", noOverAdmission},

@@ -84,3 +84,57 @@ func cancelledContext(t *testing.T, e *env) {
 	_, err = l.Allow(ctx, "user")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// refusesWhatItCannotDecide calls the store itself with requests no
+// Limiter sends: a cost outside [1, MaxCost] (a cost over the limit once
+// divided by zero in the memory store's counter, a panic that left a lock
+// held) and a caller's time outside [MinTime, MaxTime] (a time before the
+// epoch once made a server's script run forever). Every method refuses
+// them with the sentinel, and nothing is recorded.
+func refusesWhatItCannotDecide(t *testing.T, e *env) {
+	s, ctx := e.newStore(t), context.Background()
+	p := e.policy(3, time.Second)
+	bad := []struct {
+		name string
+		req  ratelimit.Request
+		want error
+	}{
+		{"cost 0", e.request("", "user", p, 0), ratelimit.ErrInvalidCost},
+		{"a cost over MaxCost", e.request("", "user", p, p.MaxCost()+1), ratelimit.ErrInvalidCost},
+		{"a time before the epoch", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
+		{"a time after MaxTime", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
+	}
+	bad[2].req.Now = ratelimit.MinTime.Add(-time.Microsecond)
+	bad[3].req.Now = ratelimit.MaxTime.Add(time.Microsecond)
+	for _, b := range bad {
+		_, err := s.Take(ctx, b.req)
+		require.ErrorIs(t, err, b.want, "Take: %s", b.name)
+		_, err = s.Peek(ctx, b.req)
+		require.ErrorIs(t, err, b.want, "Peek: %s", b.name)
+		if rs, ok := s.(ratelimit.RefundStore); ok {
+			_, err = rs.Refund(ctx, b.req)
+			require.ErrorIs(t, err, b.want, "Refund: %s", b.name)
+		}
+		if ms, ok := s.(ratelimit.MultiStore); ok {
+			_, err = ms.TakeAll(ctx, []ratelimit.Request{b.req})
+			require.ErrorIs(t, err, b.want, "TakeAll: %s", b.name)
+		}
+	}
+	for _, edge := range []time.Time{ratelimit.MinTime, ratelimit.MaxTime} {
+		req := e.request("", "edge", p, 1)
+		req.Now = edge
+		_, err := s.Peek(ctx, req)
+		require.NoError(t, err, "a peek at %v, within the bounds", edge)
+	}
+	d, err := s.Peek(ctx, e.request("", "user", p, 1))
+	require.NoError(t, err)
+	require.Zero(t, d.Count, "the refused requests recorded nothing")
+
+	// Through a Limiter, a caller's clock before the epoch is refused too.
+	l, err := ratelimit.New(s, p, ratelimit.WithPrefix(e.namespace()),
+		ratelimit.WithCallerClock(func() time.Time { return time.Unix(-2, 0) }))
+	require.NoError(t, err)
+	_, err = l.Allow(ctx, "user")
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "a Limiter's clock before the epoch")
+	require.NotErrorIs(t, err, ratelimit.ErrStore, "refused before the store")
+}

@@ -173,6 +173,9 @@ func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.De
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/redis", &err)
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
+	}
 	c := new(call) // the command, its words and its keys' text: one allocation
 	keys := script.KeysIn(c.text[:0], c.keys[:0], req)
 	words := append(c.words[:0], evalsha, sha, len(keys))
@@ -228,6 +231,9 @@ var (
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/redis", &err)
+	if err := script.CheckAll(reqs); err != nil {
+		return nil, fmt.Errorf("ratelimit/redis: %w", err)
+	}
 	keys, err := script.KeysAll(reqs)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/redis: %w", err)

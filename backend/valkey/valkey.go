@@ -102,6 +102,9 @@ func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.De
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/valkey", &err)
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", err)
+	}
 	reply, err := s.exec(ctx, script.Keys(req), s.args.For(req, op))
 	if err == nil {
 		d, err = script.Decision(reply, req.Policy.MaxCost())
@@ -116,6 +119,9 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
 	defer script.Recover("ratelimit/valkey", &err)
+	if err := script.CheckAll(reqs); err != nil {
+		return nil, fmt.Errorf("ratelimit/valkey: %w", err)
+	}
 	keys, err := script.KeysAll(reqs)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/valkey: %w", err)

@@ -43,19 +43,21 @@ local function stale_extra(log, cutoff, extra)
   return x
 end
 
--- new_member is a member for an entry of cost, unique among the entries of
--- log: members are small integers, compact in a listpack; the counter n
--- proposes the next id in [1, span], and ZADD NX moves on past a member still
--- in use (span > limit >= entries). It returns the member and the new n.
-local function add_entry(log, score, cost, limit, n)
-  local span = math.max(4096, 2 * limit)
-  local member
-  repeat
+-- add_entry adds an entry of cost at score under a member unique among the
+-- entries of log: members are small integers, compact in a listpack; the
+-- counter n proposes the next id in [1, span], and ZADD NX moves on past a
+-- member still in use. The caller passes held >= the entries of log, so
+-- span > held and a free id is found within span tries: the loop is bounded
+-- whatever the stored data. It returns the new n.
+local function add_entry(log, score, cost, held, n)
+  local span = math.max(4096, 2 * held)
+  for _ = 1, span do
     n = n % span + 1
-    member = tostring(n)
+    local member = tostring(n)
     if cost > 1 then member = member .. ':' .. cost end
-  until redis.call('ZADD', log, 'NX', score, member) == 1
-  return n
+    if redis.call('ZADD', log, 'NX', score, member) == 1 then return n end
+  end
+  error('ratelimit: no free member in the log ' .. log .. ': its state is corrupt')
 end
 
 -- prune drops the entries of log at or before cutoff, and returns extra
@@ -72,23 +74,25 @@ end
 
 -- sliding decides on the log; own_clock says now is the server's TIME.
 -- Beyond n, x and t, meta holds o and e. o is the time of the oldest entry,
--- or 0 when that is unknown (after a refund or a re-timing) or was never
--- written; whatever removes entries without rewriting it exactly sets it to
--- 0, so a nonzero o above the cutoff means the log holds nothing stale and
--- its oldest entry is at o. e is when both keys expire (ms, on the server's
--- clock; 0 when unknown). The common take then counts with ZCARD alone,
--- reads no entry for reset and retry, and rarely renews the TTLs.
+-- or empty (no number: no time can be mistaken for it) when that is unknown
+-- (after a refund or a re-timing) or was never written; whatever removes
+-- entries without rewriting it exactly empties it, so an o above the cutoff
+-- means the log holds nothing stale and its oldest entry is at o. e is when
+-- both keys expire (ms, on the server's clock; empty when unknown). The
+-- common take then counts with ZCARD alone, reads no entry for reset and
+-- retry, and rarely renews the TTLs. Every loop ends: those over entries
+-- stop at the end of the log, whatever the counts in meta say.
 local function sliding(log, meta, now, limit, window, cost, op, retain, slack, own_clock)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
   local m = redis.call('HMGET', meta, 'n', 'x', 't', 'o', 'e')
   local seq, extra, newest = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3])
-  local oldest, expires = tonumber(m[4]) or 0, tonumber(m[5])
+  local oldest, expires = tonumber(m[4]), tonumber(m[5])
   local count
   -- known: oldest is the time of the oldest entry (nil: the log is empty),
   -- and every entry is in the window.
   local known = false
   if op == 'take' and not (newest and newest > now) then -- the common case
-    if oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
+    if not oldest or oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
       extra = prune(log, meta, cutoff, extra)
       oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2])
       if m[4] and oldest and oldest ~= tonumber(m[4]) then
@@ -110,7 +114,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
           end
           redis.call('ZADD', log, 'XX', unpack(args))
         end
-        redis.call('HSET', meta, 't', now, 'o', 0)
+        redis.call('HSET', meta, 't', now, 'o', '')
       end
       extra = prune(log, meta, cutoff, extra)
     end
@@ -123,6 +127,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
       k = 0
       while n > 0 do
         local top = redis.call('ZREVRANGE', log, offset, offset + 255)
+        if #top == 0 then break end -- the end of the log
         for i = 1, #top do
           local c = cost_of(top[i])
           k = k + 1
@@ -137,9 +142,10 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
         offset = offset + 256
       end
     end
+    extra = math.max(extra, 0)
     redis.call('ZREMRANGEBYRANK', log, -k, -1)
-    if rest then seq = add_entry(log, rest[1], rest[2], limit, seq) end
-    redis.call('HSET', meta, 'n', seq, 'x', extra, 'o', 0, 'e', 0)
+    if rest then seq = add_entry(log, rest[1], rest[2], math.max(limit, count), seq) end
+    redis.call('HSET', meta, 'n', seq, 'x', extra, 'o', '', 'e', '')
     redis.call('PEXPIRE', log, ttl_ms)
     redis.call('PEXPIRE', meta, ttl_ms)
     count, cost, op = count - cost, 1, 'peek'
@@ -157,14 +163,15 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
         if k == 1 then
           at = oldest
         else
-          at = tonumber(redis.call('ZRANGE', log, k - 1, k - 1, 'WITHSCORES')[2])
+          at = tonumber(redis.call('ZRANGE', log, k - 1, k - 1, 'WITHSCORES')[2]) or now
         end
       elseif extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
-        at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2])
+        at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]) or now
       else
         local offset = 0
         while not at do
           local e = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', offset, 128)
+          if #e == 0 then at = now break end -- the end of the log: meta miscounted
           for i = 1, #e, 2 do
             k = k - cost_of(e[i])
             if k <= 0 then at = tonumber(e[i + 1]) break end
@@ -180,14 +187,14 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
     if cost > 1 then extra = extra + cost - 1 end
     count = count + cost
     if empty then oldest = now end
-    if not known then oldest = 0 end
+    if not known then oldest = nil end
     -- The keys must live ttl_ms - slack at least from now: renewed (to
     -- ttl_ms) unless they already do, by the server's clock.
     local now_ms = math.floor(now / 1000)
     if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack then
-      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest)
+      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest or '')
     else
-      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest, 'e', own_clock and now_ms + ttl_ms or 0)
+      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest or '', 'e', own_clock and now_ms + ttl_ms or '')
       redis.call('PEXPIRE', log, ttl_ms)
       redis.call('PEXPIRE', meta, ttl_ms)
     end
@@ -244,6 +251,7 @@ local function covered(e, window) return ceildiv((window - e) * 1000, window) en
 local function weighted(p, k) return ceildiv(p * k, 1000) end
 local function fits_after(p, m, window) -- the first e at which weighted(p, covered(e)) <= m
   if p <= m then return 0 end
+  if m < 0 then return window end -- never (a cost over the limit): when p has slid out
   local a = math.floor(m * 1000 / p)
   return window - math.floor(a * window / 1000)
 end

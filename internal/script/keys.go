@@ -14,8 +14,8 @@ import (
 //	P{K}:sw       the sliding log: a sorted set of entries scored by time (µs)
 //	P{K}:sw:m     the log's meta: a hash, n = the counter that names entries,
 //	              x = the sum of cost-1 over the entries, t = the newest time,
-//	              o = the oldest entry's time (0: unknown), e = when both
-//	              keys expire (ms, server clock; 0: unknown)
+//	              o = the oldest entry's time (empty: unknown), e = when both
+//	              keys expire (ms, server clock; empty: unknown)
 //	P{K}:fw       the fixed window: a hash, s = window start (µs), c = count
 //	P{K}:swc      the sliding window counter: "start:prev:cur"
 //	P{K}:gcra     GCRA: "at:level:unit:drain"

@@ -144,6 +144,16 @@ func (c *ArgCache[T]) policyArgs(req ratelimit.Request) *policyArgs[T] {
 	return pa
 }
 
+// CheckAll is Request.Validate for each of reqs.
+func CheckAll(reqs []ratelimit.Request) error {
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // KeysAll are the keys of several requests decided together, in the
 // script's order. It fails, wrapping errors.ErrUnsupported, unless one
 // script may touch them all on a cluster (they share a hash tag: one caller's
