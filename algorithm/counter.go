@@ -45,10 +45,14 @@ func covered(e, window int64) int64 { return ceilDiv((window-e)*1000, window) }
 func weighted(p, k int64) int64 { return ceilDiv(p*k, 1000) }
 
 // fitsAfter is the smallest e in [0, window] at which weighted(p,
-// covered(e)) <= m, for m >= 0.
+// covered(e)) <= m. For m < 0 (a cost over the limit, which never fits) it
+// is window: when p has slid out, the latest anything changes.
 func fitsAfter(p, m, window int64) int64 {
 	if p <= m {
 		return 0
+	}
+	if m < 0 {
+		return window
 	}
 	a := m * 1000 / p // the most thousandths that fit: p*a <= m*1000
 	return window - a*window/1000

@@ -190,9 +190,11 @@ func judge(ctx context.Context, err error) outcome {
 }
 
 // answered reports an error that is the store's answer, not its failure: a
-// refund of more than is in use, a call the store does not support.
+// refund of more than is in use, input it refuses, a call the store does
+// not support.
 func answered(err error) bool {
-	return errors.Is(err, ratelimit.ErrInvalidCost) || errors.Is(err, errors.ErrUnsupported)
+	return errors.Is(err, ratelimit.ErrInvalidCost) || errors.Is(err, ratelimit.ErrInvalidArgument) ||
+		errors.Is(err, errors.ErrUnsupported)
 }
 
 // InProcess implements ratelimit.InProcessStore: a guard is in process when
@@ -242,6 +244,9 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (rat
 	if err := ctx.Err(); err != nil { // the caller's deadline, not the primary's failure
 		return ratelimit.Decision{}, err
 	}
+	if err := req.Validate(); err != nil { // bad input: no call, so neither a success nor a failure
+		return ratelimit.Decision{}, fmt.Errorf("guard: %w", err)
+	}
 	ok, probe := s.breaker.allow()
 	if !ok {
 		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
@@ -261,7 +266,7 @@ func (s *Store) local(ctx context.Context, req ratelimit.Request, do call, cause
 	}
 	req, err := s.localRequest(req)
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return ratelimit.Decision{}, fmt.Errorf("%w (the primary: %w)", err, cause)
 	}
 	// The caller's context may be spent on the primary's time budget; the
 	// fallback decides in process.
@@ -273,11 +278,20 @@ func (s *Store) local(ctx context.Context, req ratelimit.Request, do call, cause
 	return d, nil
 }
 
+// localRequest is req under the share its fallback decides by. A cost over
+// the share's MaxCost can never fit there: it is an error wrapping
+// ratelimit.ErrInvalidCost, which no failure mode admits, rather than a
+// request the fallback's arithmetic was never meant to see.
 func (s *Store) localRequest(req ratelimit.Request) (ratelimit.Request, error) {
-	req.Policy = s.share(req.Policy)
-	if err := req.Policy.Validate(); err != nil {
+	p := s.share(req.Policy)
+	if err := p.Validate(); err != nil {
 		return req, fmt.Errorf("guard: the local policy: %w", err)
 	}
+	if req.Cost > p.MaxCost() {
+		return req, fmt.Errorf("guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
+			ratelimit.ErrInvalidCost, req.Cost, p, req.Policy)
+	}
+	req.Policy = p
 	return req, nil
 }
 
@@ -288,6 +302,11 @@ func (s *Store) localRequest(req ratelimit.Request) (ratelimit.Request, error) {
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			return nil, fmt.Errorf("guard: %w", err)
+		}
 	}
 	primary, ok := s.primary.(ratelimit.MultiStore)
 	if !ok && s.State() == Closed {
@@ -321,7 +340,7 @@ func (s *Store) localAll(ctx context.Context, reqs []ratelimit.Request, cause er
 	for i, req := range reqs {
 		var err error
 		if shared[i], err = s.localRequest(req); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (the primary: %w)", err, cause)
 		}
 	}
 	ds, err := local.TakeAll(context.WithoutCancel(ctx), shared)

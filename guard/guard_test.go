@@ -59,6 +59,14 @@ func (f *flaky) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Deci
 	return f.MultiStore.Take(ctx, req)
 }
 
+func (f *flaky) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return ratelimit.Decision{}, errGone
+	}
+	return f.MultiStore.(ratelimit.RefundStore).Refund(ctx, req)
+}
+
 func (f *flaky) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
 	f.calls.Add(1)
 	if f.down.Load() {

@@ -91,7 +91,7 @@ func New(next ratelimit.Store, size int) (*Store, error) {
 // Take implements ratelimit.Store: a request of cost 1 on a key with a
 // cached denial is denied here; anything else is the store's.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if req.Cost != 1 {
+	if req.Cost != 1 || req.Validate() != nil { // bad input is the store's to refuse
 		return s.next.Take(ctx, req)
 	}
 	k := slot{req.Key, req.Policy.Algorithm}

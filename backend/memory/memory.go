@@ -275,34 +275,40 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (d ratelimit.De
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	sh := s.shard(req.Key.ID)
-	sh.mu.Lock()
-	// The store's clock is read under the lock, so that the decisions on a
-	// key are made in the order of their times, as on a server.
-	now, storeNow := s.now(&req)
-	e, ok := sh.keys.Peek(req.Key.ID)
-	var sl *slot
-	if ok {
-		sl = e.slot(req.Key.Prefix, req.Policy.Algorithm)
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
 	}
-	if sl == nil { // a new key, or new to this prefix or algorithm
-		out, err := sh.decide(&req, now, storeNow, take)
-		sh.mu.Unlock()
-		if err != nil {
-			return ratelimit.Decision{}, err
-		}
-		return out.Decision(req.Policy.MaxCost()), nil
+	out, err := s.takeLocked(s.shard(req.Key.ID), &req)
+	if err != nil {
+		return ratelimit.Decision{}, err
 	}
-	// The hot path, written out: a key seen before.
-	e.used = true
-	out := sh.take(sl, &req, now, storeNow)
-	sh.mu.Unlock()
 	// Field by field into the result: a Decision is returned in memory,
 	// and copying one just written stalls the CPU.
 	limit := req.Policy.MaxCost()
 	d.Allowed, d.Limit, d.Remaining, d.Count = out.Allowed, limit, int(max(int64(limit)-out.Count, 0)), int(out.Count)
 	d.ResetAt, d.RetryAfter, d.At = time.UnixMicro(out.ResetAt), time.Duration(out.RetryAfter)*time.Microsecond, time.UnixMicro(out.At)
 	return d, nil
+}
+
+// takeLocked decides req under the lock of sh, its shard, released on every
+// path (see unlock).
+func (s *Store) takeLocked(sh *shard, req *ratelimit.Request) (_ algorithm.Outcome, err error) {
+	sh.mu.Lock()
+	defer sh.unlock(&err)
+	// The store's clock is read under the lock, so that the decisions on a
+	// key are made in the order of their times, as on a server.
+	now, storeNow := s.now(req)
+	e, ok := sh.keys.Peek(req.Key.ID)
+	var sl *slot
+	if ok {
+		sl = e.slot(req.Key.Prefix, req.Policy.Algorithm)
+	}
+	if sl == nil { // a new key, or new to this prefix or algorithm
+		return sh.decide(req, now, storeNow, take)
+	}
+	// The hot path: a key seen before.
+	e.used = true
+	return sh.take(sl, req, now, storeNow), nil
 }
 
 // take decides req at now on sl, a slot of the shard, whose lock is held,
@@ -377,17 +383,25 @@ func (s *Store) decide(ctx context.Context, req *ratelimit.Request, o op) (ratel
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	sh := s.shard(req.Key.ID)
-	sh.mu.Lock()
-	// The store's clock is read under the lock, so that the decisions on a
-	// key are made in the order of their times, as on a server.
-	now, storeNow := s.now(req)
-	out, err := sh.decide(req, now, storeNow, o)
-	sh.mu.Unlock()
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	out, err := s.decideLocked(s.shard(req.Key.ID), req, o)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	return out.Decision(req.Policy.MaxCost()), nil
+}
+
+// decideLocked does o for req under the lock of sh, its shard, released on
+// every path (see unlock).
+func (s *Store) decideLocked(sh *shard, req *ratelimit.Request, o op) (_ algorithm.Outcome, err error) {
+	sh.mu.Lock()
+	defer sh.unlock(&err)
+	// The store's clock is read under the lock, so that the decisions on a
+	// key are made in the order of their times, as on a server.
+	now, storeNow := s.now(req)
+	return sh.decide(req, now, storeNow, o)
 }
 
 // TakeAll implements ratelimit.MultiStore: the shards of every request are
@@ -399,6 +413,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	shards := make([]uint64, 0, len(reqs))
 	for i, req := range reqs {
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
 		for _, other := range reqs[:i] {
 			if other.Key == req.Key && other.Policy.Algorithm == req.Policy.Algorithm {
 				return nil, fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key.ID, req.Key.Prefix, errors.ErrUnsupported)
@@ -408,9 +425,31 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	slices.Sort(shards) // locks are taken in one order: no deadlock between two TakeAlls
 	shards = slices.Compact(shards)
+	outs, err := s.takeAllLocked(shards, reqs)
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]ratelimit.Decision, len(reqs))
+	for i, out := range outs {
+		ds[i] = out.Decision(reqs[i].Policy.MaxCost())
+	}
+	return ds, nil
+}
+
+// takeAllLocked decides reqs under the locks of shards (sorted), released
+// on every path (see unlock).
+func (s *Store) takeAllLocked(shards []uint64, reqs []ratelimit.Request) (_ []algorithm.Outcome, err error) {
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicked(r)
+		}
+		for _, i := range shards {
+			s.shards[i].mu.Unlock()
+		}
+	}()
 	storeNow := s.micros() // one instant for the requests on the store's clock
 	at := func(req ratelimit.Request) int64 {
 		if req.Clock == ratelimit.CallerClock {
@@ -420,7 +459,6 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	outs := make([]algorithm.Outcome, len(reqs))
 	all := true
-	var err error
 	for i, req := range reqs {
 		outs[i], _ = s.shard(req.Key.ID).decide(&reqs[i], at(req), storeNow, peek) // a peek stores nothing: never refused
 		all = all && outs[i].Allowed
@@ -431,17 +469,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 		// returned all the same.
 		outs[i], err = s.shard(reqs[i].Key.ID).decide(&reqs[i], at(reqs[i]), storeNow, take)
 	}
-	for _, i := range shards {
-		s.shards[i].mu.Unlock()
-	}
-	if err != nil {
-		return nil, err
-	}
-	ds := make([]ratelimit.Decision, len(reqs))
-	for i, out := range outs {
-		ds[i] = out.Decision(reqs[i].Policy.MaxCost())
-	}
-	return ds, nil
+	return outs, err
 }
 
 // now is the time req is decided at and the store's time, µs.
@@ -613,10 +641,7 @@ func (s *Store) InProcess() bool { return true }
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.keys.Len()
-		sh.mu.Unlock()
+		n += s.shards[i].len()
 	}
 	return n
 }
@@ -665,6 +690,28 @@ func (s *Store) ActiveEvictions() uint64 { return s.stats.activeEvictions.Load()
 // refused since it was made.
 func (s *Store) Refused() uint64 { return s.stats.refused.Load() }
 
+// unlock, deferred by whoever locked sh, releases its lock on every path: a
+// decision that panicked (none is known to: the fuzz tests look for one)
+// would otherwise leave every key of the shard blocked for good, and the
+// panic itself comes back as an error, not into the caller's goroutine.
+func (sh *shard) unlock(err *error) {
+	if r := recover(); r != nil {
+		*err = panicked(r)
+	}
+	sh.mu.Unlock()
+}
+
+// panicked is the error of a decision that panicked with r.
+func panicked(r any) error {
+	return fmt.Errorf("ratelimit/memory: a decision panicked: %v: %w", r, ratelimit.ErrStore)
+}
+
+func (sh *shard) len() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.keys.Len()
+}
+
 func (s *Store) shard(key string) *shard { return &s.shards[s.shardIndex(key)] }
 
 func (s *Store) shardIndex(key string) uint64 { return maphash.String(s.seed, key) & s.mask }
@@ -689,15 +736,21 @@ func (s *Store) Sweep() int {
 	now := s.micros()
 	dropped := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for _, k := range sh.keys.Keys() {
-			if e, ok := sh.keys.Peek(k); ok && e.idle(now) {
-				sh.remove(k, e)
-				dropped++
-			}
+		dropped += s.shards[i].sweep(now)
+	}
+	return dropped
+}
+
+// sweep drops the shard's keys whose windows have all passed at now.
+func (sh *shard) sweep(now int64) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	dropped := 0
+	for _, k := range sh.keys.Keys() {
+		if e, ok := sh.keys.Peek(k); ok && e.idle(now) {
+			sh.remove(k, e)
+			dropped++
 		}
-		sh.mu.Unlock()
 	}
 	return dropped
 }
