@@ -215,3 +215,36 @@ func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
 	assert.False(t, f.Take(out.At+out.RetryAfter-1, r, 1).Allowed, "1µs before")
 	assert.True(t, f.Take(out.At+out.RetryAfter, r, 1).Allowed, "at retry-after")
 }
+
+// A cost over the limit never fits: every algorithm denies it, whatever the
+// state, without a panic (the counter once divided by zero on it, reached
+// from a guard's share smaller than the cost).
+func TestACostOverTheLimitIsDeniedWithoutAPanic(t *testing.T) {
+	for _, alg := range ratelimit.Algorithms() {
+		r := RateOf(ratelimit.NewPolicy(alg, 2, time.Second))
+		fresh := map[ratelimit.Algorithm]func() decider{
+			ratelimit.SlidingWindow: func() decider { return &Log{} }, ratelimit.FixedWindow: func() decider { return &Fixed{} },
+			ratelimit.SlidingWindowCounter: func() decider { return &SlidingCounter{} }, ratelimit.GCRA: func() decider { return &Bucket{} },
+		}[alg]
+		name := alg.String()
+		{
+			for _, used := range []int64{0, 1, 2} {
+				d := fresh()
+				for i := int64(0); i < used; i++ {
+					d.Take(0, r, 1)
+				}
+				for _, n := range []int64{3, 4, 10} {
+					for _, at := range []int64{0, 500 * ms, 1500 * ms, 5000 * ms} {
+						require.NotPanics(t, func() {
+							out := d.Take(at, r, n)
+							require.False(t, out.Allowed, "%v on %s state, %d used: cost %d at %dms", alg, name, used, n, at/ms)
+							require.GreaterOrEqual(t, out.RetryAfter, int64(0))
+							out = d.Peek(at, r, n)
+							require.False(t, out.Allowed)
+						}, "%v on %s state, %d used: cost %d at %dms", alg, name, used, n, at/ms)
+					}
+				}
+			}
+		}
+	}
+}
