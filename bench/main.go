@@ -45,8 +45,9 @@ type config struct {
 	json        bool
 	plot        string
 	fault       string
-	abusive     float64 // the share of requests on one abusive key
-	nearcache   bool    // also run every backend behind a nearcache
+	abusive     float64       // the share of requests on one abusive key
+	nearcache   bool          // also run every backend behind a nearcache
+	timeout     time.Duration // the Limiters' time budget
 }
 
 // result is one line of the report; its JSON form is the -json output.
@@ -105,6 +106,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.keys, "keys", 1000, "distinct keys, picked at random per request")
 	fs.IntVar(&cfg.limit, "limit", 0, "the policy's limit (default: picked per backend so that about half of its decisions are denials, at most 100)")
 	fs.DurationVar(&cfg.window, "window", time.Second, "the policy's window")
+	fs.DurationVar(&cfg.timeout, "timeout", ratelimit.DefaultTimeout, "the Limiters' time budget (ratelimit.WithTimeout); a decision that misses it is an error")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object per result instead of tables")
 	fs.StringVar(&cfg.fault, "fault", "", "stall or kill: run the load on a throwaway server stalled (SIGSTOP) or killed in the middle and brought back, plainly and through a guard with a local fallback")
 	fs.Float64Var(&cfg.abusive, "abusive", 0, "the share of requests (0 to 1) that go to one abusive key, denied nearly always")

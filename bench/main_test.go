@@ -70,7 +70,7 @@ func TestFlagsAreValidated(t *testing.T) {
 // every field, admits within the policy, and writes the plot.
 func TestShortRunOnTheMemoryStore(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "burst.svg")
-	cfg, err := parseFlags([]string{"-duration", "300ms", "-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-json", "-plot", plot})
+	cfg, err := parseFlags([]string{"-duration", "300ms", "-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-timeout", "10s", "-json", "-plot", plot})
 	require.NoError(t, err)
 	var out, progress bytes.Buffer
 	require.NoError(t, run(cfg, &out, &progress))
@@ -120,7 +120,7 @@ func TestShortRunOnAServer(t *testing.T) {
 	for _, name := range []string{"redis", "valkey"} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := parseFlags([]string{"-backend", name, "-addr", addr, "-algorithm", "sliding", "-duration", "300ms",
-				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-json"})
+				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-timeout", "10s", "-json"})
 			require.NoError(t, err)
 			var out, progress bytes.Buffer
 			require.NoError(t, run(cfg, &out, &progress), progress.String())
@@ -164,7 +164,7 @@ func TestTheDefaultLimitDeniesARealShare(t *testing.T) {
 	addr := testserver.Get(t, testserver.Redis).Addr
 	for _, name := range []string{"memory", "redis"} {
 		cfg, err := parseFlags([]string{"-backend", name, "-addr", addr, "-algorithm", "sliding", "-duration", "500ms",
-			"-concurrency", "8", "-keys", "50", "-window", "100ms", "-json"})
+			"-concurrency", "8", "-keys", "50", "-window", "100ms", "-timeout", "10s", "-json"})
 		require.NoError(t, err)
 		if name == "memory" {
 			cfg.addr = ""
@@ -232,7 +232,7 @@ func TestShortRunOnACluster(t *testing.T) {
 	for _, name := range []string{"redis", "valkey"} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := parseFlags([]string{"-backend", name, "-addr", strings.Join(c.Addrs, ","), "-duration", "200ms",
-				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-json"})
+				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-timeout", "10s", "-json"})
 			require.NoError(t, err)
 			var out, progress bytes.Buffer
 			require.NoError(t, run(cfg, &out, &progress), progress.String())
@@ -256,7 +256,7 @@ func TestShortRunOnACluster(t *testing.T) {
 func TestAnAbusiveKeyWithAndWithoutANearcache(t *testing.T) {
 	addr := testserver.Get(t, testserver.Redis).Addr
 	cfg, err := parseFlags([]string{"-backend", "redis", "-addr", addr, "-algorithm", "fixed", "-duration", "300ms",
-		"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "1m", "-abusive", "0.9", "-nearcache", "-json"})
+		"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "1m", "-abusive", "0.9", "-nearcache", "-timeout", "10s", "-json"})
 	require.NoError(t, err)
 	var out, progress bytes.Buffer
 	require.NoError(t, run(cfg, &out, &progress), progress.String())
@@ -299,4 +299,17 @@ func TestTheBenchLinksNoDockerClient(t *testing.T) {
 			require.NotContains(t, pkg, heavy, "the bench links %s", pkg)
 		}
 	}
+}
+
+// A run that made no decision (a loaded machine once spent a 200ms run in
+// its GC and its first call) says so and fails: its table once printed
+// +Inf and NaN and still said "correct: yes".
+func TestARunWithNoDecisionSaysSo(t *testing.T) {
+	cfg, err := parseFlags([]string{"-backend", "memory", "-algorithm", "fixed", "-duration", "1ns", "-limit", "10", "-json"})
+	require.NoError(t, err)
+	var out, progress bytes.Buffer
+	err = run(cfg, &out, &progress)
+	require.ErrorContains(t, err, "no decision was made")
+	require.NotContains(t, out.String(), "Inf")
+	require.NotContains(t, out.String(), "NaN")
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
-func TestMain(m *testing.M) { testserver.Main(m) }
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // client is a new client of the test server, closed after the test.
 func client(t testing.TB) vk.Client { return newClient(t, testserver.Get(t, testserver.Valkey).Addr) }

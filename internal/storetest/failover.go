@@ -23,8 +23,9 @@ type NewClusterStore func(t *testing.T, addrs []string) ratelimit.Store
 // each, cluster-node-timeout 1s) under load from 16 goroutines, each with
 // keys of its own on every master, with a time budget of 500ms, and
 // requires:
-//   - every failed call to fail within its budget and a margin, with an
-//     error wrapping ratelimit.ErrStore;
+//   - every failed call to fail within its budget, a margin and the
+//     scheduling noise measured in the same run, with an error wrapping
+//     ratelimit.ErrStore;
 //   - the other masters' keys to keep being decided, at their speed;
 //   - the dead master's keys to be decided again soon after its replica is
 //     promoted;
@@ -80,17 +81,19 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	}
 
 	type stats struct {
-		calls, failed, late atomic.Int64
-		failedTook          atomic.Int64 // ns, summed
-		local               atomic.Int64 // decisions of a fallback
-		lastLocal, lastOK   atomic.Int64 // ns since the kill
-		lastFail, firstOK   atomic.Int64 // ns since the kill
-		firstErr            atomic.Value
+		calls, failed     atomic.Int64
+		failedTook        atomic.Int64 // ns, summed
+		slowestFail       atomic.Int64 // ns
+		local             atomic.Int64 // decisions of a fallback
+		lastLocal, lastOK atomic.Int64 // ns since the kill
+		lastFail, firstOK atomic.Int64 // ns since the kill
+		firstErr          atomic.Value
 	}
 	var perMaster [3]stats
 	var admitted sync.Map // key -> *atomic.Int64
 	var wrongErr atomic.Value
 	var killed atomic.Int64 // UnixNano of the kill, 0 before
+	noise := startNoise()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -118,8 +121,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 					st.failedTook.Add(int64(took))
 					st.lastFail.Store(since)
 					st.firstErr.CompareAndSwap(nil, err.Error()+" after "+time.Duration(since).String())
-					if took > budget+margin {
-						st.late.Add(1)
+					for old := st.slowestFail.Load(); int64(took) > old && !st.slowestFail.CompareAndSwap(old, int64(took)); old = st.slowestFail.Load() {
 					}
 					if !errors.Is(err, ratelimit.ErrStore) {
 						wrongErr.CompareAndSwap(nil, err)
@@ -170,6 +172,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+	late := noise.stop()
 
 	after := time.Since(beforeAt)
 	require.Nil(t, wrongErr.Load(), "an error not wrapping ratelimit.ErrStore")
@@ -181,8 +184,9 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 		lost += max(0, n.(*atomic.Int64).Load()-int64(d.Count))
 		return true
 	})
-	t.Logf("replica promoted %v after the kill; the dead master's keys failed (or went to the fallback) until %v (%d of %d calls failed, in %v each on average, %d late; first: %v)",
-		promoted, resumed, dead.failed.Load(), dead.calls.Load(), time.Duration(dead.failedTook.Load()/max(1, dead.failed.Load())), dead.late.Load(), dead.firstErr.Load())
+	t.Logf("replica promoted %v after the kill; the dead master's keys failed (or went to the fallback) until %v (%d of %d calls failed, in %v each on average, the slowest %v; first: %v); scheduling noise %v",
+		promoted, resumed, dead.failed.Load(), dead.calls.Load(), time.Duration(dead.failedTook.Load()/max(1, dead.failed.Load())),
+		time.Duration(dead.slowestFail.Load()), dead.firstErr.Load(), late)
 	for m := 0; m < 3; m++ {
 		t.Logf("master %d: %d decisions by the local fallback", m, perMaster[m].local.Load())
 	}
@@ -192,7 +196,8 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	}
 	t.Logf("admitted requests the new master does not count (lost with the dead master, so admitted again): %d", lost)
 	for m := 0; m < 3; m++ {
-		require.Zero(t, perMaster[m].late.Load(), "master %d: calls that outlived the budget by %v", m, margin)
+		require.LessOrEqual(t, time.Duration(perMaster[m].slowestFail.Load()), budget+margin+late,
+			"master %d: the slowest failed call against the %v budget, a margin of %v and the scheduling noise (%v)", m, budget, margin, late)
 	}
 	for m := 1; m < 3; m++ {
 		require.Zero(t, perMaster[m].failed.Load(), "master %d's keys kept being decided", m)

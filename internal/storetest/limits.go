@@ -75,21 +75,25 @@ func assertNoError(t *testing.T, err error) bool {
 // 1,000,000 once wrote a million entries in one script, and the server
 // answered nobody else for 3.5s.) Meanwhile another client pings the server:
 // the slowest answer must come within 100ms, a margin of 20x and more over
-// what such a decision costs on a slow machine; the figures are logged.
+// what such a decision costs on a slow machine, plus the scheduling noise
+// measured meanwhile; the figures are logged. The Limiter's budget is
+// generous: the fill checks counts, not speed.
 func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	at := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
 	pre := prefix()
-	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
+	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock),
+		ratelimit.WithTimeout(10*time.Second))
 	a := admin(t, addr)
 	log := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "heavy"}, Policy: l.Policy()})[0]
 	fill := func(first int) { // a first request of cost first, then requests of cost 1 up to the limit
 		d, err := l.AllowN(ctx, "heavy", first)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
-		var admitted atomic.Int64
+		var admitted, failed atomic.Int64
+		var firstErr atomic.Value
 		admitted.Add(int64(first))
 		var wg sync.WaitGroup
 		for g := 0; g < 16; g++ {
@@ -97,13 +101,19 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < ratelimit.MaxLogLimit/16; i++ {
-					if d, err := l.Allow(ctx, "heavy"); err == nil && d.Allowed {
+					d, err := l.Allow(ctx, "heavy")
+					switch {
+					case err != nil:
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+					case d.Allowed:
 						admitted.Add(1)
 					}
 				}
 			}()
 		}
 		wg.Wait()
+		require.Zero(t, failed.Load(), "calls that failed while filling the log; the first: %v", firstErr.Load())
 		require.EqualValues(t, ratelimit.MaxLogLimit, admitted.Load())
 		require.EqualValues(t, ratelimit.MaxLogLimit-first+1, a.ZCard(ctx, log).Val())
 	}
@@ -111,7 +121,7 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	fill(1)
 	var d ratelimit.Decision
 	var err error
-	took, slowest, pings := whilePinging(t, addr, func() {
+	took, slowest, pings, late := whilePinging(t, addr, func() {
 		mu.Lock()
 		at = at.Add(time.Hour) // every entry leaves: the next decision prunes 10,000
 		mu.Unlock()
@@ -120,24 +130,27 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	require.EqualValues(t, 1, a.ZCard(ctx, log).Val(), "a cost of %d is one entry", ratelimit.MaxLogLimit)
-	t.Logf("the decision pruning %d entries took %v; %d pings meanwhile, the slowest %v", ratelimit.MaxLogLimit, took, pings, slowest)
-	require.Less(t, slowest, 100*time.Millisecond, "the server kept answering other clients")
+	t.Logf("the decision pruning %d entries took %v; %d pings meanwhile, the slowest %v (scheduling noise %v)", ratelimit.MaxLogLimit, took, pings, slowest, late)
+	require.Less(t, slowest, 100*time.Millisecond+late, "the server kept answering other clients")
 
 	require.NoError(t, l.Reset(ctx, "heavy"))
 	fill(2) // one entry of cost 2: the refund reads every entry's cost
 
-	took, slowest, pings = whilePinging(t, addr, func() { d, err = l.Refund(ctx, "heavy", ratelimit.MaxLogLimit) })
+	took, slowest, pings, late = whilePinging(t, addr, func() { d, err = l.Refund(ctx, "heavy", ratelimit.MaxLogLimit) })
 	require.NoError(t, err)
 	require.Zero(t, d.Count)
 	require.Zero(t, a.ZCard(ctx, log).Val(), "every entry refunded")
-	t.Logf("the refund of %d entries (one of cost 2) took %v; %d pings meanwhile, the slowest %v", ratelimit.MaxLogLimit, took, pings, slowest)
-	require.Less(t, slowest, 100*time.Millisecond, "the server kept answering other clients")
+	t.Logf("the refund of %d entries (one of cost 2) took %v; %d pings meanwhile, the slowest %v (scheduling noise %v)", ratelimit.MaxLogLimit, took, pings, slowest, late)
+	require.Less(t, slowest, 100*time.Millisecond+late, "the server kept answering other clients")
 }
 
 // whilePinging runs do while another client pings the server at addr, and
-// reports how long do took, the slowest ping and how many there were.
-func whilePinging(t *testing.T, addr string, do func()) (took, slowest time.Duration, pings int) {
+// reports how long do took, the slowest ping, how many there were and the
+// scheduling noise meanwhile.
+func whilePinging(t *testing.T, addr string, do func()) (took, slowest time.Duration, pings int, late time.Duration) {
 	ctx := context.Background()
+	noise := startNoise()
+	defer func() { late = noise.stop() }()
 	p := admin(t, addr)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -164,5 +177,5 @@ func whilePinging(t *testing.T, addr string, do func()) (took, slowest time.Dura
 	time.Sleep(20 * time.Millisecond)
 	close(stop)
 	<-done
-	return took, slowest, pings
+	return took, slowest, pings, 0 // late: set by the deferred stop
 }
