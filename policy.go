@@ -23,14 +23,18 @@ const (
 	FixedWindow
 	// SlidingWindowCounter keeps two fixed-window counts per key, the
 	// current and the previous window's, and weighs the previous one by
-	// how much of it the sliding window still covers, in thousandths,
-	// rounded down. O(1) memory. It assumes the previous window's requests
-	// were evenly spread: in any interval of one Window it admits at most
-	// Limit + p - floor(p*k/1000), where p is the previous window's count
-	// and k the thousandths of it still covered (about Limit + p*e/Window
-	// when e of the current window has passed); never more than Limit in
-	// one aligned window, and under 2*Limit in any interval, reached only
-	// when a whole window's quota came at the very end of the previous one.
+	// how much of it the sliding window still covers, in thousandths: the
+	// count is ceil(p*k/1000) + current, where p is the previous window's
+	// count and k = ceil((Window-e)*1000/Window) the thousandths still
+	// covered when e of the current window has passed. Both round up, the
+	// safe way: rounding never admits more, and with a small limit a
+	// request still weighs a whole one until its window is two windows
+	// past (p = 1 counts 1 for all of the next window). O(1) memory. It
+	// assumes the previous window's requests were evenly spread: in any
+	// interval of one Window it admits at most Limit + p - ceil(p*k/1000)
+	// (about Limit + p*e/Window); never more than Limit in one aligned
+	// window, and under 2*Limit in any interval, reached only when a whole
+	// window's quota came at the very end of the previous one.
 	SlidingWindowCounter
 	// GCRA is the generic cell rate algorithm, a token bucket without a
 	// refill loop: requests are spaced evenly at Limit per Window (one every

@@ -36,8 +36,9 @@
 //     the previous window's count p kept: when now is in the window after the
 //     stored one, the current count becomes p and the new count starts at 0;
 //     later than that, both are 0. With e = now-start, the previous window
-//     still covered is k = floor((window-e)*1000/window) thousandths, and the
-//     count is floor(p*k/1000) + current. Admitted iff n <= limit-count.
+//     still covered is k = ceil((window-e)*1000/window) thousandths, and the
+//     count is ceil(p*k/1000) + current: both rounded up, so rounding never
+//     admits more. Admitted iff n <= limit-count.
 //     RetryAfter is exact: the first time the request fits, should nothing
 //     else be admitted; ResetAt is the first time the count drops.
 //   - GCRA (Bucket): in exact units where a request weighs u = window/g and
