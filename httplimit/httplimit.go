@@ -221,11 +221,16 @@ func tooManyRequests(w http.ResponseWriter, _ *http.Request, _ ratelimit.MultiDe
 	http.Error(w, http.StatusText(http.StatusTooManyRequests), http.StatusTooManyRequests)
 }
 
-// failed answers a request that could not be decided.
+// failed answers a request that could not be decided, with a short fixed
+// body: the error's text may hold the client's own bytes (a forwarded hop
+// of a megabyte) or internal addresses (a trusted proxy's, a server's), so
+// it is left to a handler of one's own (WithErrorHandler) for logs.
 func failed(w http.ResponseWriter, _ *http.Request, err error) {
 	switch {
-	case errors.Is(err, ErrNoKey), errors.Is(err, ratelimit.ErrInvalidKey):
-		http.Error(w, "rate limit: "+err.Error(), http.StatusBadRequest)
+	case errors.Is(err, ErrNoKey):
+		http.Error(w, "rate limit: the request carries no client key to limit by", http.StatusBadRequest)
+	case errors.Is(err, ratelimit.ErrInvalidKey):
+		http.Error(w, "rate limit: the request's key is invalid", http.StatusBadRequest)
 	default:
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 	}

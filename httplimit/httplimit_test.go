@@ -330,3 +330,24 @@ func TestKeyFromContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "alice", got)
 }
+
+// The default 400 once wrote the whole error back: a forwarded hop of 1 MB
+// made a body of 1 MB (2 MB of escapes for 1 MB of quotes), naming the
+// trusted proxy. It is now a short fixed message.
+func TestTheDefault400SaysLittle(t *testing.T) {
+	key, err := httplimit.ClientIP(httplimit.TrustProxies(netip.MustParsePrefix("10.0.0.0/8")))
+	require.NoError(t, err)
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: limiter(t, memoryStore(t), ratelimit.PerMinute(5)), Key: key}})
+	require.NoError(t, err)
+	for _, hop := range []string{strings.Repeat("x", 1<<20), strings.Repeat(`"`, 1<<20)} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "10.0.0.5:4000"
+		r.Header.Set("X-Forwarded-For", hop)
+		w := httptest.NewRecorder()
+		m.Handler(ok).ServeHTTP(w, r)
+		require.Equal(t, http.StatusBadRequest, w.Code)
+		require.Less(t, w.Body.Len(), 1024, "the body is short")
+		require.NotContains(t, w.Body.String(), "10.0.0.5", "it names no address")
+		require.NotContains(t, w.Body.String(), "xxxx", "nor the client's bytes")
+	}
+}

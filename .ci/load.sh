@@ -1,0 +1,19 @@
+# CPU load for the test command: one busy shell loop per CPU, stopped by
+# their process ids. Sourced by .ci/run and .ci/stress.
+load_pids=()
+start_load() {
+  local n
+  n=$(nproc 2>/dev/null || echo 2)
+  for _ in $(seq "$n"); do
+    (while :; do :; done) &
+    load_pids+=($!)
+  done
+  echo "beside $n busy loops (pids ${load_pids[*]})"
+}
+stop_load() {
+  if [ ${#load_pids[@]} -gt 0 ]; then
+    kill "${load_pids[@]}" 2>/dev/null || true
+    wait "${load_pids[@]}" 2>/dev/null || true
+  fi
+  load_pids=()
+}
