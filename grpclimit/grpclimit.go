@@ -144,15 +144,20 @@ func (i *Interceptor) decide(ctx context.Context, method string) error {
 	return st.Err()
 }
 
-// failed is the error of a call that could not be decided.
+// failed is the error of a call that could not be decided, with a short
+// fixed message: the error's text may hold the client's own bytes or the
+// store's internals (addresses, its client's errors), which are for logs
+// (WithErrorHandler), not for the client.
 func failed(_ context.Context, err error) error {
 	switch {
-	case errors.Is(err, ErrNoKey), errors.Is(err, ratelimit.ErrInvalidKey):
-		return status.Error(codes.InvalidArgument, "rate limit: "+err.Error())
+	case errors.Is(err, ErrNoKey):
+		return status.Error(codes.InvalidArgument, "rate limit: the call carries no key to limit by")
+	case errors.Is(err, ratelimit.ErrInvalidKey):
+		return status.Error(codes.InvalidArgument, "rate limit: the call's key is invalid")
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
+		return status.Error(codes.Canceled, context.Canceled.Error())
 	}
-	return status.Error(codes.Unavailable, "rate limit: "+err.Error())
+	return status.Error(codes.Unavailable, "rate limit: the limiter cannot decide now")
 }
 
 // PeerIP keys a call by its peer's IP address, IPv6 peers by their /64 (as

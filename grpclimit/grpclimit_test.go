@@ -159,6 +159,7 @@ func TestFailureModes(t *testing.T) {
 			require.NoError(t, err, "fail open lets the call through")
 		} else {
 			require.Equal(t, codes.Unavailable, status.Code(err), "fail closed: %v", err)
+			require.NotContains(t, status.Convert(err).Message(), errDown.Error(), "the store's own error stays out of the client's answer")
 		}
 	}
 	l := limiter(t, failingStore{}, ratelimit.PerMinute(1))
