@@ -6,8 +6,16 @@
 // that picks the call's key for it (its peer's address, a metadata value,
 // the method, a value in the context). A call goes through only if every
 // rule admits it (see ratelimit.Multi); a stream is decided once, when it
-// opens. A denied call fails with codes.ResourceExhausted and a RetryInfo
-// detail carrying the exact retry delay, which gRPC clients honour:
+// opens. A denied call fails with codes.ResourceExhausted, and says when to
+// try again twice, as the two kinds of clients read it:
+//
+//   - the trailer grpc-retry-pushback-ms (the delay in milliseconds, rounded
+//     up), which grpc-go's own retry obeys, under a retryPolicy in the
+//     client's service config that lists RESOURCE_EXHAUSTED; grpc-go never
+//     reads RetryInfo;
+//   - a RetryInfo detail with the exact delay, which some higher-level
+//     clients read (OpenTelemetry's OTLP exporters, some Google Cloud
+//     clients) and any client can:
 //
 //	st := status.Convert(err) // codes.ResourceExhausted
 //	for _, d := range st.Details() {
@@ -27,6 +35,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -96,6 +106,9 @@ func New(rules []Rule, opts ...Option) (*Interceptor, error) {
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if err := i.decide(ctx, info.FullMethod); err != nil {
+			if md := pushback(err); md != nil {
+				_ = grpc.SetTrailer(ctx, md) // fails only outside a server's call
+			}
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -107,6 +120,9 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if err := i.decide(ss.Context(), info.FullMethod); err != nil {
+			if md := pushback(err); md != nil {
+				ss.SetTrailer(md)
+			}
 			return err
 		}
 		return handler(srv, ss)
@@ -142,6 +158,25 @@ func (i *Interceptor) decide(ctx context.Context, method string) error {
 		return status.Error(codes.ResourceExhausted, msg)
 	}
 	return st.Err()
+}
+
+// pushback is the trailer that tells grpc-go's own retry (a retryPolicy
+// that lists RESOURCE_EXHAUSTED) when to try again: grpc-retry-pushback-ms,
+// the denial's RetryAfter in milliseconds, rounded up. grpc-go reads it,
+// not RetryInfo, and only on a trailers-only response, which a call failed
+// by an interceptor is. nil for an error that is no denial.
+func pushback(err error) metadata.MD {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			ms := (ri.GetRetryDelay().AsDuration() + time.Millisecond - 1) / time.Millisecond
+			return metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(int64(ms), 10))
+		}
+	}
+	return nil
 }
 
 // failed is the error of a call that could not be decided, with a short
