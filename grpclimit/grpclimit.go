@@ -13,14 +13,15 @@
 //     up), which grpc-go's own retry obeys, under a retryPolicy in the
 //     client's service config that lists RESOURCE_EXHAUSTED; grpc-go never
 //     reads RetryInfo;
+//
 //   - a RetryInfo detail with the exact delay, which some higher-level
 //     clients read (OpenTelemetry's OTLP exporters, some Google Cloud
 //     clients) and any client can:
 //
-//	st := status.Convert(err) // codes.ResourceExhausted
-//	for _, d := range st.Details() {
-//		if ri, ok := d.(*errdetails.RetryInfo); ok { wait := ri.GetRetryDelay().AsDuration() ... }
-//	}
+//     st := status.Convert(err) // codes.ResourceExhausted
+//     for _, d := range st.Details() {
+//     if ri, ok := d.(*errdetails.RetryInfo); ok { wait := ri.GetRetryDelay().AsDuration() ... }
+//     }
 //
 // When a store fails, the Limiter's failure mode decides, as in httplimit:
 // a Limiter that fails closed (the default) fails the call with
