@@ -244,13 +244,14 @@ func (s *Server) start() error {
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.binary, err)
 	}
-	s.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
+	exited := make(chan struct{})
+	s.exited = exited
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(s.cmd)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	go func() {
+	go func() { // on its own channel: a Restart makes s.exited anew while this may still run
 		select {
-		case <-s.exited:
+		case <-exited:
 			cancel() // no use waiting for an answer
 		case <-ctx.Done():
 		}
