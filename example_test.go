@@ -14,7 +14,10 @@ import (
 // A limiter of 3 requests per second on the in-process store: the fourth
 // request within the second is denied.
 func Example() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, err := ratelimit.New(store, ratelimit.PerSecond(3))
 	if err != nil {
@@ -39,7 +42,10 @@ func Example() {
 // when the oldest request leaves the window, not a whole window later.
 func ExampleLimiter_AllowN() {
 	clock := conformance.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.Policy{Limit: 5, Window: 10 * time.Second},
 		ratelimit.WithCallerClock(clock.Now))
@@ -62,7 +68,10 @@ func ExampleLimiter_AllowN() {
 // SetPolicy applies at once to keys that already have a history: a user who
 // used up 2 requests has 3 left when the limit goes up to 5.
 func ExampleLimiter_SetPolicy() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(2))
 	ctx := context.Background()
@@ -83,12 +92,15 @@ func ExampleLimiter_SetPolicy() {
 
 // Bad input is a sentinel error, and nothing is recorded.
 func ExampleLimiter_AllowN_invalid() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(10))
 	ctx := context.Background()
 
-	_, err := limiter.AllowN(ctx, "user:42", 11)
+	_, err = limiter.AllowN(ctx, "user:42", 11)
 	fmt.Println(errors.Is(err, ratelimit.ErrInvalidCost))
 	_, err = limiter.Allow(ctx, "")
 	fmt.Println(errors.Is(err, ratelimit.ErrInvalidKey))
@@ -107,7 +119,10 @@ func ExampleLimiter_AllowN_invalid() {
 // decision names the one that denied. The denial takes nothing from the
 // other policy.
 func ExampleMulti() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	perUser, _ := ratelimit.New(store, ratelimit.PerMinute(100), ratelimit.WithName("per-user"), ratelimit.WithPrefix("user:"))
 	perIP, _ := ratelimit.New(store, ratelimit.PerMinute(2), ratelimit.WithName("per-ip"), ratelimit.WithPrefix("ip:"))
@@ -133,7 +148,10 @@ func ExampleWithFailOpen() {
 	watch := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
 		fmt.Println("observed:", errors.Is(e.Err, ratelimit.ErrStore), e.Decision.Source)
 	})
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(10), ratelimit.WithFailOpen(), ratelimit.WithObserver(watch))
 	down, cancel := context.WithCancel(context.Background())
@@ -149,7 +167,10 @@ func ExampleWithFailOpen() {
 // be traced; dry-run mode admits everything while the observer sees what the
 // new limit would have done.
 func ExampleWithDryRun() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	watch := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
 		fmt.Printf("%s %s: would allow=%v\n", e.Name, e.Key, e.Decision.Allowed)
@@ -171,7 +192,10 @@ func ExampleWithDryRun() {
 // Wait sleeps until the request fits: here until the first request leaves
 // its 50ms window.
 func ExampleLimiter_Wait() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.Policy{Limit: 1, Window: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -190,7 +214,10 @@ func ExampleLimiter_Wait() {
 // GCRA spaces requests evenly (here one every 100ms) and lets an idle key
 // make a burst (here 3) at once; a denial says exactly when the next fits.
 func ExampleTokenBucket() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
 	limiter, _ := ratelimit.New(store, ratelimit.TokenBucket(10, time.Second, 3), ratelimit.WithCallerClock(clock.Now))
@@ -213,7 +240,10 @@ func ExampleTokenBucket() {
 // A policy per key: paying customers get more, and a tier that changes
 // applies at once, with the key's history.
 func ExampleWithPolicyFunc() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	tiers := map[string]ratelimit.Policy{"acme": ratelimit.PerMinute(5)}
 	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(2),
@@ -237,7 +267,10 @@ func ExampleWithPolicyFunc() {
 
 // A request admitted and then not served gives its quota back.
 func ExampleLimiter_Refund() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(3))
 	ctx := context.Background()
@@ -246,7 +279,7 @@ func ExampleLimiter_Refund() {
 	// ... the upstream failed: the request was not served.
 	d, _ = limiter.Refund(ctx, "user:42", 3)
 	fmt.Println("after the refund:", d.Remaining)
-	_, err := limiter.Refund(ctx, "user:42", 1)
+	_, err = limiter.Refund(ctx, "user:42", 1)
 	fmt.Println("refunding what was not taken:", errors.Is(err, ratelimit.ErrInvalidCost))
 	// Output:
 	// remaining: 0

@@ -26,7 +26,10 @@ func (r *recorder) Observe(_ context.Context, e ratelimit.Event) {
 }
 
 func newMemory(t *testing.T) (*memory.Store, func() time.Time) {
-	s := memory.New(memory.WithSweepInterval(0))
+	s, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
 	now := time.Unix(1_700_000_000, 0)
 	return s, func() time.Time { return now }

@@ -19,7 +19,10 @@ import (
 // (Decision.At), not on how long a call took.
 
 func waitLimiter(t *testing.T, p ratelimit.Policy) *ratelimit.Limiter {
-	s := memory.New(memory.WithSweepInterval(0))
+	s, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
 	l, err := ratelimit.New(s, p)
 	require.NoError(t, err)

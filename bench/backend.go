@@ -97,7 +97,10 @@ func (s *servers) stopAll() {
 // "valkey" cluster backends too); with no addr, on servers of its own.
 func openBackend(name, addr string, srvs *servers) (*backend, error) {
 	if name == "memory" {
-		st := memory.New()
+		st, err := memory.New()
+		if err != nil {
+			return nil, err
+		}
 		return &backend{name: name, store: st, close: func() { _ = st.Close() }}, nil
 	}
 	client, cluster := strings.TrimSuffix(name, "-cluster"), strings.HasSuffix(name, "-cluster")
@@ -264,7 +267,10 @@ func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) 
 	ctx := context.Background()
 	if b.admin == nil {
 		const keys = 2000
-		st := memory.New(memory.WithSweepInterval(0))
+		st, err := memory.New(memory.WithSweepInterval(0))
+		if err != nil {
+			return 0, err
+		}
 		defer st.Close()
 		at := time.Now()
 		l, err := ratelimit.New(st, p, ratelimit.WithCallerClock(func() time.Time { return at }))

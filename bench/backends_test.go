@@ -18,7 +18,10 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 func BenchmarkMemory(b *testing.B) {
-	s := memory.New()
+	s, err := memory.New()
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer s.Close()
 	conformance.Benchmark(b, s)
 }
@@ -48,7 +51,10 @@ func valkeyClient(b *testing.B) vk.Client {
 // breaker, and a memory fallback that a healthy server never uses): what the
 // breaker costs in front of a network store.
 func BenchmarkValkeyGuarded(b *testing.B) {
-	local := memory.New()
+	local, err := memory.New()
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer local.Close()
 	g, err := guard.New(valkey.New(valkeyClient(b)), guard.WithFallback(local, 1))
 	if err != nil {

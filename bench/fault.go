@@ -122,7 +122,10 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 		store = valkey.New(c)
 	}
 	if mode == "guard" {
-		local := memory.New()
+		local, err := memory.New()
+		if err != nil {
+			return nil, err
+		}
 		defer local.Close()
 		if store, err = guard.New(store, guard.WithFallback(local, 1), guard.WithCoolDown(faultCoolDown)); err != nil {
 			return nil, err

@@ -17,7 +17,10 @@ const plotBins = 30 // three windows, in tenths
 // is idle until 0.9 of a window and then asks every window/2000 until three
 // windows have passed; it returns the requests admitted per tenth of a window.
 func burst(alg ratelimit.Algorithm, limit int, window time.Duration) ([]int, error) {
-	st := memory.New(memory.WithSweepInterval(0))
+	st, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		return nil, err
+	}
 	defer st.Close()
 	start := time.Unix(0, 0).Add(time.Duration(time.Now().Unix()/3600*3600) * time.Second) // window-aligned
 	now := start

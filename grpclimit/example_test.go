@@ -21,7 +21,10 @@ import (
 // Two calls per minute per API token, in front of a gRPC server: the third
 // fails with ResourceExhausted.
 func Example() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	limiter, _ := ratelimit.New(store, ratelimit.PerMinute(2), ratelimit.WithName("per-token"))
 	limit, _ := grpclimit.New([]grpclimit.Rule{{Limiter: limiter, Key: grpclimit.Metadata("x-api-token")}})

@@ -60,7 +60,10 @@ func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...rateli
 }
 
 func memoryStore(t *testing.T) ratelimit.Store {
-	s := memory.New()
+	s, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

@@ -60,7 +60,10 @@ func BenchmarkGuardedStore(b *testing.B) {
 func BenchmarkPlainStore(b *testing.B) { conformance.Benchmark(b, benchMemory(b)) }
 
 func benchMemory(b *testing.B) *memory.Store {
-	s := memory.New(memory.WithSweepInterval(0))
+	s, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() { _ = s.Close() })
 	return s
 }

@@ -29,7 +29,10 @@ func TestDegradedModeNeverPanicsNorHangs(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%d instances", alg, instances), func(t *testing.T) {
 				primary := &flaky{MultiStore: newMemory(t)}
 				primary.down.Store(true)
-				fallback := memory.New(memory.WithSweepInterval(0), memory.WithShards(1)) // every key on one shard
+				fallback, err := memory.New(memory.WithSweepInterval(0), memory.WithShards(1)) // every key on one shard
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Cleanup(func() { _ = fallback.Close() })
 				g, err := guard.New(primary, guard.WithFallback(fallback, instances))
 				require.NoError(t, err)

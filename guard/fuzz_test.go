@@ -37,7 +37,10 @@ func FuzzTheLayers(f *testing.F) {
 func layers(t *testing.T, ops []byte) {
 	{
 		primary := &flaky{MultiStore: newMemory(t)}
-		fallback := memory.New(memory.WithSweepInterval(0), memory.WithShards(2), memory.WithMaxKeys(8))
+		fallback, err := memory.New(memory.WithSweepInterval(0), memory.WithShards(2), memory.WithMaxKeys(8))
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer fallback.Close()
 		instances := 1
 		if len(ops) > 0 {

@@ -17,7 +17,10 @@ import (
 )
 
 func newMemory(t testing.TB) *memory.Store {
-	s := memory.New(memory.WithSweepInterval(0))
+	s, err := memory.New(memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

@@ -13,7 +13,10 @@ import (
 // Two requests per minute per API key (the X-API-Key header): the third gets
 // 429 with Retry-After, and every response carries the quota headers.
 func Example() {
-	store := memory.New()
+	store, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	perKey, err := ratelimit.New(store, ratelimit.PerMinute(2), ratelimit.WithName("per-api-key"))
 	if err != nil {

@@ -31,7 +31,10 @@ func cached(t testing.TB, next ratelimit.Store) *nearcache.Store {
 func TestConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
-			m := memory.New()
+			m, err := memory.New()
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { _ = m.Close() })
 			return cached(t, m)
 		}))
@@ -50,7 +53,10 @@ func TestConformance(t *testing.T) {
 // not one per request, and every answer is the model's.
 func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
 	for _, alg := range ratelimit.Algorithms() {
-		m := memory.New()
+		m, err := memory.New()
+		if err != nil {
+			t.Fatal(err)
+		}
 		s := cached(t, m)
 		clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
 		p := ratelimit.NewPolicy(alg, 10, time.Second)
@@ -74,7 +80,10 @@ func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
 // A cached denial is never used past what the store would say: a Reset or
 // a Refund through the cache clears it, and a new policy asks the store.
 func TestACachedDenialEndsWithResetRefundOrANewPolicy(t *testing.T) {
-	m := memory.New()
+	m, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer m.Close()
 	s := cached(t, m)
 	l, err := ratelimit.New(s, ratelimit.PerMinute(2))

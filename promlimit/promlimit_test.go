@@ -30,7 +30,10 @@ func TestCountsDecisionsByPolicyAndResult(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	obs, err := promlimit.New(reg)
 	require.NoError(t, err)
-	s := memory.New()
+	s, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	l, err := ratelimit.New(s, ratelimit.PerMinute(2), ratelimit.WithName("per-user"), ratelimit.WithObserver(obs))
@@ -88,7 +91,10 @@ ratelimit_breaker_transitions_total{store="redis",to="open"} 1
 
 func TestExportsTheMemoryStoresKeyBound(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := memory.New(memory.WithMaxKeys(1), memory.WithSweepInterval(0))
+	s, err := memory.New(memory.WithMaxKeys(1), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	require.NoError(t, promlimit.RegisterMemoryStore(reg, "local", s))
 	l, err := ratelimit.New(s, ratelimit.PerMinute(5))

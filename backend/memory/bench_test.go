@@ -20,13 +20,19 @@ func BenchmarkAllow(b *testing.B) {
 	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 100, time.Second)
 		b.Run(alg.String()+"/store-clock", func(b *testing.B) {
-			s := New()
+			s, err := New()
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer s.Close()
 			l, _ := ratelimit.New(s, p)
 			benchSerial(b, l)
 		})
 		b.Run(alg.String()+"/admit", func(b *testing.B) {
-			s := New()
+			s, err := New()
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer s.Close()
 			now := time.Now()
 			l, _ := ratelimit.New(s, p, ratelimit.WithCallerClock(func() time.Time {

@@ -21,7 +21,10 @@ func FuzzMatchesTheModel(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte("sliding and fixed windows, clocks that step back, new policies"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		s := New(WithSweepInterval(0), WithMaxKeys(1<<20))
+		s, err := New(WithSweepInterval(0), WithMaxKeys(1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer s.Close()
 		now := time.UnixMicro(1_700_000_000_000_000)
 		clock := ratelimit.WithCallerClock(func() time.Time { return now })

@@ -10,7 +10,10 @@ import (
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
-		s := memory.New()
+		s, err := memory.New()
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}))

@@ -24,7 +24,10 @@ func newLimiter(t testing.TB, s *Store, p ratelimit.Policy, clock func() time.Ti
 
 func TestHoldsAtMostMaxKeys(t *testing.T) {
 	for _, maxKeys := range []int{1, 3, 1000, 1001} {
-		s := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+		s, err := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 		l := newLimiter(t, s, ratelimit.PerMinute(10), clock.Now)
 		for i := 0; i < 10*maxKeys+100; i++ {
@@ -39,7 +42,10 @@ func TestHoldsAtMostMaxKeys(t *testing.T) {
 
 func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	for _, p := range []ratelimit.Policy{{Limit: 5, Window: time.Second}, {Limit: 5, Window: time.Second, Algorithm: ratelimit.FixedWindow}} {
@@ -49,7 +55,7 @@ func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 	}
 	clock.now = clock.now.Add(1500 * time.Millisecond)
 	l := newLimiter(t, s, ratelimit.PerSecond(5), clock.Now)
-	_, err := l.Allow(ctx, "recent")
+	_, err = l.Allow(ctx, "recent")
 	require.NoError(t, err)
 	_, err = l.Peek(ctx, "peeked") // a peek stores nothing
 	require.NoError(t, err)
@@ -66,7 +72,10 @@ func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 // when its last state is reset or idle, not before.
 func TestAKeyUnderSeveralLimitersIsHeldOnce(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	short := newLimiter(t, s, ratelimit.PerSecond(5), clock.Now)
@@ -94,7 +103,10 @@ func TestAKeyUnderSeveralLimitersIsHeldOnce(t *testing.T) {
 }
 
 func TestSweeperRunsInTheBackgroundUntilClose(t *testing.T) {
-	s := New(WithSweepInterval(5 * time.Millisecond))
+	s, err := New(WithSweepInterval(5 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := ratelimit.New(s, ratelimit.Policy{Limit: 1, Window: time.Millisecond})
 	require.NoError(t, err)
 	_, err = l.Allow(context.Background(), "k")
@@ -108,7 +120,10 @@ func TestSweeperRunsInTheBackgroundUntilClose(t *testing.T) {
 
 func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s := New(WithSweepInterval(0))
+	s, err := New(WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	l := newLimiter(t, s, ratelimit.PerMinute(100), clock.Now)
 	for i := 0; i < 100_000; i++ {
@@ -116,7 +131,7 @@ func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 		_, err := l.Allow(context.Background(), "abuser")
 		require.NoError(t, err)
 	}
-	e, ok := s.shard("abuser").keys.Peek("abuser")
+	e, ok := s.shard("abuser").keys.get("abuser")
 	require.True(t, ok)
 	sl := e.slot(ratelimit.DefaultPrefix, ratelimit.SlidingWindow)
 	require.NotNil(t, sl)
@@ -127,7 +142,10 @@ func TestWarmKeyDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under -race")
 	}
-	s := New(WithSweepInterval(0))
+	s, err := New(WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
@@ -153,7 +171,10 @@ func TestWarmKeyDoesNotAllocate(t *testing.T) {
 // (unbounded, a million keys would take hundreds of MB).
 func TestAMillionKeysStayWithinTheCap(t *testing.T) {
 	const maxKeys, keys, limit = 10_000, 1_000_000, 10
-	s := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+	s, err := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 	l := newLimiter(t, s, ratelimit.PerMinute(limit), clock.Now)
@@ -186,7 +207,10 @@ func TestAMillionKeysStayWithinTheCap(t *testing.T) {
 func TestAFloodOfNewKeys(t *testing.T) {
 	for _, whenFull := range []WhenFull{EvictLeastRecent, RefuseNewKeys} {
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-		s := New(WithMaxKeys(1), WithSweepInterval(0), WithStoreClock(clock.Now), WithWhenFull(whenFull))
+		s, err := New(WithMaxKeys(1), WithSweepInterval(0), WithStoreClock(clock.Now), WithWhenFull(whenFull))
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer s.Close()
 		ctx := context.Background()
 		l := newLimiter(t, s, ratelimit.PerMinute(3), clock.Now)
@@ -232,7 +256,10 @@ func TestAFloodOfNewKeys(t *testing.T) {
 func TestSweepKeepsTheRetention(t *testing.T) {
 	for _, alg := range ratelimit.Algorithms() {
 		clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
-		s := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+		s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
 		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, 5, 500*time.Millisecond), ratelimit.WithRetention(10*time.Second))
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -263,7 +290,10 @@ func TestSweepKeepsTheRetention(t *testing.T) {
 // be dropped.
 func TestSweepGoesByTheStoresClockWhateverTheCallersSays(t *testing.T) {
 	store := &manualClock{now: time.Unix(1_800_000_000, 0)}
-	s := New(WithStoreClock(store.Now), WithSweepInterval(0))
+	s, err := New(WithStoreClock(store.Now), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	caller := func() time.Time { return store.now.Add(-2 * time.Minute) }
 	for _, alg := range ratelimit.Algorithms() {
@@ -288,7 +318,10 @@ func TestSweepGoesByTheStoresClockWhateverTheCallersSays(t *testing.T) {
 // bound.
 func TestHoldsAtMostMaxEntries(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
-	s := New(WithStoreClock(clock.Now), WithSweepInterval(0), WithMaxEntries(64*1000), WithShards(64))
+	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0), WithMaxEntries(64*1000), WithShards(64))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	l := newLimiter(t, s, ratelimit.PerHour(ratelimit.MaxLogLimit), clock.Now)
 	ctx := context.Background()

@@ -67,7 +67,10 @@ func TestFailover(t *testing.T) {
 	})
 	t.Run("guarded", func(t *testing.T) {
 		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
-			local := memory.New()
+			local, err := memory.New()
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { _ = local.Close() })
 			g, err := guard.New(valkey.New(clusterClient(t, addrs...)), guard.WithFallback(local, 1), guard.WithCoolDown(200*time.Millisecond))
 			require.NoError(t, err)

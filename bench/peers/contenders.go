@@ -60,7 +60,10 @@ func ours(name string, alg ratelimit.Algorithm, store func() (ratelimit.Store, f
 // under each algorithm, and the peers' in-memory stores.
 func memoryMakers() []maker {
 	newMemory := func() (ratelimit.Store, func(), error) {
-		s := memory.New()
+		s, err := memory.New()
+		if err != nil {
+			return nil, nil, err
+		}
 		return s, func() { _ = s.Close() }, nil
 	}
 	var ms []maker

@@ -51,7 +51,8 @@ const (
 // guardedLimiter is a Limiter on a guard over the server at addr, with a
 // memory fallback, and the guard: outageLimit per window.
 func guardedLimiter(t *testing.T, primary ratelimit.Store, window time.Duration) (*ratelimit.Limiter, *guard.Store) {
-	local := memory.New(memory.WithSweepInterval(0))
+	local, err := memory.New(memory.WithSweepInterval(0))
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = local.Close() })
 	g, err := guard.New(primary, guard.WithFailures(outageFailures), guard.WithCoolDown(outageCoolDown),
 		guard.WithFallback(local, outageInstances))

@@ -1,0 +1,77 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// A flood of new keys once gave the keys in active use their quota again:
+// every new key was marked "used" as it arrived, so the eviction sweep
+// passed over the flood and dropped keys that were just used. With
+// WithMaxKeys(1000) and one shard, 100 new keys between two requests of a
+// key at its limit let 31 of its next 40 requests through. Now new keys
+// wait on probation, and for N new keys between two requests, N up to the
+// capacity of the key's shard and beyond, the key admits nothing beyond
+// its limit, on one shard and on the default shards.
+func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
+	const maxKeys, limit, rounds = 1000, 10, 40
+	for _, opts := range [][]Option{{WithShards(1)}, nil} {
+		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+		s, err := New(append(opts, WithMaxKeys(maxKeys), WithSweepInterval(0), WithStoreClock(clock.Now))...)
+		require.NoError(t, err)
+		l := newLimiter(t, s, ratelimit.PerHour(limit), clock.Now)
+		ctx := context.Background()
+		shard := s.shardIndex("victim")
+		capacity := s.shards[shard].keys.capacity
+		fresh := 0
+		newKey := func() string { // a key never seen, in the victim's shard
+			for {
+				fresh++
+				if k := fmt.Sprint("flood-", fresh); s.shardIndex(k) == shard {
+					return k
+				}
+			}
+		}
+		for i := 0; i < limit; i++ {
+			d, err := l.Allow(ctx, "victim")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+		for _, n := range []int{1, capacity / 10, capacity / 2, capacity - 1, capacity, 2 * capacity} {
+			over := 0
+			for r := 0; r < rounds; r++ {
+				for i := 0; i < n; i++ {
+					_, err := l.Allow(ctx, newKey())
+					require.NoError(t, err)
+				}
+				clock.now = clock.now.Add(time.Millisecond)
+				d, err := l.Allow(ctx, "victim")
+				require.NoError(t, err)
+				if d.Allowed {
+					over++
+				}
+			}
+			require.Zero(t, over, "%d shards of %d keys: %d new keys between two requests of a key at its limit let it through again", len(s.shards), capacity, n)
+		}
+		require.LessOrEqual(t, s.Len(), maxKeys)
+		require.NoError(t, s.Close())
+	}
+}
+
+// A bound under 1 once became 1 silently; it is now an error, and no store.
+func TestBadOptionsAreAnError(t *testing.T) {
+	for name, o := range map[string]Option{
+		"WithMaxKeys(0)": WithMaxKeys(0), "WithMaxKeys(-1)": WithMaxKeys(-1), "WithMaxEntries(0)": WithMaxEntries(0),
+		"WithShards(0)": WithShards(0), "WithWhenFull(9)": WithWhenFull(9),
+	} {
+		s, err := New(o)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, name)
+		require.Nil(t, s, name)
+	}
+}
