@@ -44,7 +44,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unsafe"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -78,6 +77,11 @@ type Store struct {
 	// reload asks a cluster client to re-read the cluster's layout (nil for
 	// other clients); see failed.
 	reload func(context.Context)
+	// routed: the client routes a command by its first key (a cluster or a
+	// ring), which go-redis reads only from a string. A key is otherwise
+	// sent as a *string, which go-redis writes as the string and which
+	// costs no allocation in an interface, where a string costs one.
+	routed bool
 }
 
 // New returns a Store deciding on client's server.
@@ -92,6 +96,8 @@ func New(client Client) *Store {
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok {
 		s.reload = c.ReloadState
 	}
+	_, single := client.(*goredis.Client) // a failover client is one too
+	s.routed = !single
 	return s
 }
 
@@ -176,11 +182,15 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
 	}
-	c := new(call) // the command, its words and its keys' text: one allocation
-	keys := script.KeysIn(c.text[:0], c.keys[:0], req)
+	c := new(call) // the command, its words and its keys: one allocation
+	keys := script.AppendKeys(c.keys[:0], req)
 	words := append(c.words[:0], evalsha, sha, len(keys))
 	for i := range keys {
-		words = append(words, inPlace(&keys[i]))
+		if i == 0 && s.routed {
+			words = append(words, keys[0]) // an allocation: see routed
+		} else {
+			words = append(words, &keys[i]) // a pointer in an interface: none
+		}
 	}
 	reply, err := s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op))
 	if err == nil {
@@ -192,33 +202,13 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 	return d, nil
 }
 
-// call is one decision's EVALSHA: the command, its words, and the text of
-// its keys, which the words point to.
+// call is one decision's EVALSHA: the command, its words, and its keys,
+// which the words point to.
 type call struct {
 	cmd   goredis.IntSliceCmd
 	words [3 + 2 + script.MaxArgs]any
 	keys  [2]string
-	text  [96]byte
 }
-
-// inPlace is *s as an interface whose value is s itself, where converting
-// it would copy the string's header to the heap: an allocation per key per
-// decision, a quarter of the backend's own. It is an ordinary string to
-// every reader (go-redis writes it, and routes a cluster's command by it),
-// so *s must not change while the interface is in use: here, s is in the
-// call's keys, written once before and never after.
-func inPlace(s *string) any {
-	var v any
-	word := (*[2]unsafe.Pointer)(unsafe.Pointer(&v)) // an interface: its type, then its value's address
-	word[0], word[1] = stringType, unsafe.Pointer(s)
-	return v
-}
-
-// stringType is the type word of an interface holding a string.
-var stringType = func() unsafe.Pointer {
-	var v any = ""
-	return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[0]
-}()
 
 // The words of an EVALSHA, and of the EVAL that replaces it after NOSCRIPT,
 // boxed once.

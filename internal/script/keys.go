@@ -2,7 +2,6 @@ package script
 
 import (
 	"strings"
-	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -56,32 +55,18 @@ func name(key ratelimit.Key, suffix string) string {
 // Keys are the server keys of req's state under its algorithm, in the order
 // the script takes them.
 func Keys(req ratelimit.Request) []string {
-	return appendKeys(make([]string, 0, 2), req)
+	return AppendKeys(make([]string, 0, 2), req)
 }
 
-// appendKeys appends the keys of req's state to keys, their text in one
-// allocation.
-func appendKeys(keys []string, req ratelimit.Request) []string {
-	size := len(req.Key.Prefix) + len(req.Key.ID) + len("{}:") + len(slidingSuffix+metaSuffix) // the longest suffix
-	return KeysIn(make([]byte, 0, size), keys, req)
-}
-
-// KeysIn appends the keys of req's state to keys, as Keys returns them,
-// writing their text into buf when it fits (it grows on the heap
-// otherwise): a caller that owns buf in an allocation it makes anyway pays
-// nothing for the names. buf must not be written to afterwards: the keys
-// share its memory.
-func KeysIn(buf []byte, keys []string, req ratelimit.Request) []string {
-	suffix := algorithmArgs[req.Policy.Algorithm]
-	if req.Policy.Algorithm == ratelimit.SlidingWindow {
-		suffix = slidingSuffix + metaSuffix
-	}
-	buf = append(append(append(append(append(buf[:0], escape(req.Key.Prefix)...), '{'), escape(req.Key.ID)...), "}:"...), suffix...)
-	name := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
+// AppendKeys appends the keys of req's state to keys, as Keys returns
+// them: their text in one allocation (a sliding log's key is its meta's
+// name less the suffix, sharing its text).
+func AppendKeys(keys []string, req ratelimit.Request) []string {
 	if req.Policy.Algorithm != ratelimit.SlidingWindow {
-		return append(keys, name)
+		return append(keys, name(req.Key, algorithmArgs[req.Policy.Algorithm]))
 	}
-	return append(keys, name[:len(name)-len(metaSuffix)], name)
+	meta := name(req.Key, slidingSuffix+metaSuffix)
+	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
 }
 
 // AllKeys are every server key of key, under every algorithm: what Reset

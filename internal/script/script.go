@@ -169,7 +169,7 @@ func KeysAll(reqs []ratelimit.Request) ([]string, error) {
 				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key.ID, req.Key.Prefix, errors.ErrUnsupported)
 			}
 		}
-		keys = appendKeys(keys, req)
+		keys = AppendKeys(keys, req)
 	}
 	return keys, nil
 }
