@@ -33,6 +33,31 @@ func (c *budgetCtx) Err() error {
 	return nil
 }
 
+// Value answers budgetKey with the caller's own context (see
+// CallerContext), and the rest as the caller's context does.
+func (c *budgetCtx) Value(key any) any {
+	if key == (budgetKey{}) {
+		return c.Context
+	}
+	return c.Context.Value(key)
+}
+
+type budgetKey struct{}
+
+// CallerContext is the caller's own context in ctx, a context a Limiter
+// passed to its store: without the time budget the Limiter bounded it by
+// (WithTimeout), or ctx itself when the Limiter set no budget (the caller's
+// deadline came first, or the store is in process). A layer over a store,
+// such as guard, tells by it a budget that ran out (the store did not
+// answer in time: its failure) from a caller that went away or whose own
+// deadline passed (CallerContext(ctx).Err() != nil).
+func CallerContext(ctx context.Context) context.Context {
+	if parent, ok := ctx.Value(budgetKey{}).(context.Context); ok {
+		return parent
+	}
+	return ctx
+}
+
 // String helps debugging, as the context package's own contexts do.
 func (c *budgetCtx) String() string { return "ratelimit.budget(" + c.deadline.String() + ")" }
 

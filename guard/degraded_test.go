@@ -107,3 +107,36 @@ func answer(t *testing.T, what string, call func() (ratelimit.Decision, error)) 
 	}
 	return ratelimit.Decision{}, nil
 }
+
+// The fallback answers whenever the primary could not, the Limiter's own
+// budget running out included: with WithTimeout(1ns) the budget is spent
+// before the guard is reached, and 100 of 100 calls once failed with
+// context.DeadlineExceeded, none answered by the fallback. A caller's own
+// deadline or cancellation still gets the context's error.
+func TestTheFallbackAnswersWhenTheLimitersBudgetRanOut(t *testing.T) {
+	primary := &flaky{MultiStore: newMemory(t)}
+	primary.down.Store(true)
+	g, err := guard.New(primary, guard.WithFallback(newMemory(t), 2))
+	require.NoError(t, err)
+	l, err := ratelimit.New(g, ratelimit.PerMinute(1000), ratelimit.WithTimeout(time.Nanosecond))
+	require.NoError(t, err)
+	m, err := ratelimit.NewMulti(l)
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		d, err := l.Allow(context.Background(), fmt.Sprint("k", i%7))
+		require.NoError(t, err, "call %d", i)
+		require.Equal(t, ratelimit.SourceFallback, d.Source, "call %d", i)
+		md, err := m.Allow(context.Background(), fmt.Sprint("k", i%7))
+		require.NoError(t, err, "Multi, call %d", i)
+		require.Equal(t, ratelimit.SourceFallback, md.Source, "Multi, call %d", i)
+	}
+
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err = l.Allow(expired, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's own deadline")
+	gone, cancelGone := context.WithCancel(context.Background())
+	cancelGone()
+	_, err = l.Allow(gone, "k")
+	require.ErrorIs(t, err, context.Canceled, "the caller went away")
+}

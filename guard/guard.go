@@ -25,10 +25,13 @@
 //     ErrOpen (and ratelimit.ErrStore), and the Limiter's failure mode
 //     answers: fail closed (the error) or fail open (an admission).
 //
-// A call whose caller went away (a context cancelled, or done before the
-// call) gets the context's error, and is neither a success nor a failure of
-// the primary; a context that ends during the primary's call (the Limiter's
-// time budget) is the primary's failure. Reset goes to the primary (through the breaker)
+// A call whose caller went away (its context cancelled, or past a deadline
+// of its own) gets the context's error, and is neither a success nor a
+// failure of the primary. The Limiter's time budget is told apart from the
+// caller's own context by ratelimit.CallerContext: a budget that runs out
+// during the primary's call is the primary's failure, and one that ran out
+// before it (a budget shorter than the wait for the CPU) leaves the call to
+// the fallback, which answers whenever the primary could not. Reset goes to the primary (through the breaker)
 // and always to the fallback.
 package guard
 
@@ -241,11 +244,17 @@ func refund(st ratelimit.Store, ctx context.Context, req ratelimit.Request) (rat
 type call func(ratelimit.Store, context.Context, ratelimit.Request) (ratelimit.Decision, error)
 
 func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (ratelimit.Decision, error) {
-	if err := ctx.Err(); err != nil { // the caller's deadline, not the primary's failure
-		return ratelimit.Decision{}, err
-	}
 	if err := req.Validate(); err != nil { // bad input: no call, so neither a success nor a failure
 		return ratelimit.Decision{}, fmt.Errorf("guard: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		if callerDone(ctx) { // the caller went away, or its own deadline passed
+			return ratelimit.Decision{}, err
+		}
+		// The Limiter's budget ran out before the primary was asked: it
+		// could not answer in time, and the fallback answers. The breaker
+		// hears nothing: the primary was not tried.
+		return s.local(ctx, req, do, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
 	}
 	ok, probe := s.breaker.allow()
 	if !ok {
@@ -300,13 +309,16 @@ func (s *Store) localRequest(req ratelimit.Request) (ratelimit.Request, error) {
 // from the fallback, atomically if it is a MultiStore, while the primary
 // cannot.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
 			return nil, fmt.Errorf("guard: %w", err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		if callerDone(ctx) {
+			return nil, err
+		}
+		return s.localAll(ctx, reqs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
 	}
 	primary, ok := s.primary.(ratelimit.MultiStore)
 	if !ok && s.State() == Closed {
@@ -377,4 +389,11 @@ func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
 // cancelled.
 func callerGone(ctx context.Context, err error) bool {
 	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+}
+
+// callerDone reports a context whose caller's own part is done (cancelled,
+// or past a deadline of the caller's), as opposed to a Limiter's time
+// budget that ran out (see ratelimit.CallerContext).
+func callerDone(ctx context.Context) bool {
+	return ratelimit.CallerContext(ctx).Err() != nil
 }
