@@ -109,7 +109,9 @@ func TestPrefixesWithBracesOnACluster(t *testing.T) {
 
 func newLimiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
-	opts = append([]ratelimit.Option{ratelimit.WithPrefix(prefix(t))}, opts...)
+	// A generous budget: these tests check answers, not speed, and a
+	// loaded machine must not fail them for a slow call.
+	opts = append([]ratelimit.Option{ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(10 * time.Second)}, opts...)
 	l, err := ratelimit.New(s, p, opts...)
 	require.NoError(t, err)
 	return l
@@ -322,7 +324,7 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	const window = 100 * time.Millisecond
-	l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(prefix(t)))
+	l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(10*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: 3, Window: window}))
 	keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix(t), ID: "k"}, Policy: l.Policy()})

@@ -94,7 +94,8 @@ func TestConformanceOnACluster(t *testing.T) {
 }
 
 func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy) *ratelimit.Limiter {
-	l, err := ratelimit.New(s, p, ratelimit.WithPrefix("test:"+t.Name()+":"))
+	// A generous budget: these tests check answers, not speed.
+	l, err := ratelimit.New(s, p, ratelimit.WithPrefix("test:"+t.Name()+":"), ratelimit.WithTimeout(10*time.Second))
 	require.NoError(t, err)
 	return l
 }

@@ -84,8 +84,7 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
 	pre := prefix()
-	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock),
-		ratelimit.WithTimeout(10*time.Second))
+	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
 	a := admin(t, addr)
 	log := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "heavy"}, Policy: l.Policy()})[0]
 	fill := func(first int) { // a first request of cost first, then requests of cost 1 up to the limit

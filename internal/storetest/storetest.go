@@ -74,10 +74,17 @@ func admin(t *testing.T, addr string) *goredis.Client {
 // clusterBudget is the time budget of tests of where keys go on a cluster,
 // not of time: a new cluster client's first call learns the cluster's
 // layout, which the default budget may not cover on a loaded machine.
-var clusterBudget = ratelimit.WithTimeout(10 * time.Second)
+var clusterBudget = ratelimit.WithTimeout(correctnessBudget)
 
+// correctnessBudget is the time budget of checks of what a store decides.
+const correctnessBudget = 10 * time.Second
+
+// limiter is a Limiter of p on s under prefix. Its time budget is a
+// generous correctness budget: the checks of a store's answers must not
+// fail for a loaded machine's slow call; a check of the budget itself sets
+// its own (WithTimeout in opts, which comes later and wins).
 func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
-	l, err := ratelimit.New(s, p, append([]ratelimit.Option{ratelimit.WithPrefix(prefix)}, opts...)...)
+	l, err := ratelimit.New(s, p, append([]ratelimit.Option{ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(correctnessBudget)}, opts...)...)
 	require.NoError(t, err)
 	return l
 }
@@ -158,8 +165,8 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	// The budget and the deadline of a healthy server's calls are generous:
 	// a loaded machine must not fail a call that the server decides. A dead
 	// server's calls must fail, and fast: they have callDeadline.
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix(), ratelimit.WithTimeout(10*time.Second))
-	const healthy = 10 * time.Second
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
+	const healthy = correctnessBudget
 
 	phase := func(name string, d, deadline time.Duration) *load {
 		ld := startLoad(l, deadline)
@@ -204,7 +211,7 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	const budget, margin, goroutines, stall = ratelimit.DefaultTimeout, 150 * time.Millisecond, 64, 2500 * time.Millisecond
 	srv := testserver.Own(t, kind)
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
+	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix(), ratelimit.WithTimeout(budget))
 	ctx := context.Background()
 	_, err := l.Allow(ctx, "warm-up") // connected, script loaded
 	require.NoError(t, err)
@@ -388,9 +395,9 @@ func DebugAllowed(addr string) error {
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
 	// A generous budget: the property is that NOSCRIPT never reaches a
 	// caller, not how fast a loaded machine answers.
-	l := limiter(t, newStore(t, addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix(), ratelimit.WithTimeout(10*time.Second))
+	l := limiter(t, newStore(t, addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
 	a := admin(t, addr)
-	ld := startLoad(l, 10*time.Second)
+	ld := startLoad(l, correctnessBudget)
 	for i := 0; i < 10; i++ {
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, a.ScriptFlush(context.Background()).Err())
