@@ -5,7 +5,7 @@
 // context). A request passes only if every rule admits it (see
 // ratelimit.Multi); otherwise it gets 429 Too Many Requests with Retry-After.
 // Every response carries the two fields of the IETF draft
-// (draft-ietf-httpapi-ratelimit-headers-09), structured fields with one item
+// (draft-ietf-httpapi-ratelimit-headers-11), structured fields with one item
 // per policy, named by the Limiter's WithName ("default" for a single
 // unnamed one, "policy2"... for the others):
 //
@@ -14,7 +14,10 @@
 //
 // q is the quota (the policy's limit; GCRA's burst), w its window in
 // seconds, r what remains and t the seconds until quota frees up (a policy a
-// denial kept from being asked has no RateLimit item). By default the
+// denial kept from being asked has no RateLimit item). On a 429, the
+// RateLimit items are those of the denying policies only, so that every t
+// agrees with Retry-After, as draft -11 asks (a per-hour policy that
+// admitted would otherwise say t=3599 beside Retry-After: 1). By default the
 // response also carries the strictest policy's quota as the X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds) that
 // many clients still read (WithLegacyHeaders(false) drops them), and, only
@@ -167,7 +170,7 @@ func (m *Middleware) setHeaders(h http.Header, md ratelimit.MultiDecision) {
 			policy.WriteString(", ")
 		}
 		fmt.Fprintf(&policy, "%s;q=%d;w=%d", m.names[i], md.Policies[i].MaxCost(), ceilSeconds(md.Policies[i].Window, 1))
-		if d.Limit == 0 { // not asked: a denial came first
+		if d.Limit == 0 || (!md.Allowed && d.Allowed) { // not asked (a denial came first), or not what denies
 			continue
 		}
 		if state.Len() > 0 {

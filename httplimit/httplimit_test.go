@@ -354,3 +354,27 @@ func TestTheDefault400SaysLittle(t *testing.T) {
 		require.NotContains(t, w.Body.String(), "xxxx", "nor the client's bytes")
 	}
 }
+
+// On a 429 decided together (one TakeAll), every policy's item was sent: a
+// per-hour item with t=3599 stood beside Retry-After: 1. Draft -11 wants
+// the retry consistent with the items: only the denying policies' are sent.
+func TestA429CarriesTheDenyingPoliciesItems(t *testing.T) {
+	s := memoryStore(t)
+	perSecond := limiter(t, s, ratelimit.PerSecond(1), ratelimit.WithName("per-second"), ratelimit.WithPrefix("s:"))
+	perHour := limiter(t, s, ratelimit.PerHour(1000), ratelimit.WithName("per-hour"), ratelimit.WithPrefix("h:"))
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: perSecond, Key: httplimit.RemoteIP()}, {Limiter: perHour, Key: httplimit.RemoteIP()}})
+	require.NoError(t, err)
+	srv := serve(t, m)
+	resp := get(t, srv.URL)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Len(t, parseList(t, resp, "RateLimit"), 2, "an admission reports every policy")
+	resp = get(t, srv.URL)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	state := parseList(t, resp, "RateLimit")
+	require.Len(t, state, 1, "only the denying policy")
+	require.Equal(t, "per-second", state[0].name)
+	retry, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+	require.NoError(t, err)
+	require.Equal(t, retry, state[0].params["t"], "its t is the Retry-After")
+	require.Len(t, parseList(t, resp, "RateLimit-Policy"), 2, "the policies are all described")
+}
