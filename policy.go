@@ -77,7 +77,7 @@ const (
 	// MaxWindow bounds Window: 100 days.
 	MaxWindow = 100 * 24 * time.Hour
 	// maxGCRAUnits bounds Burst times the emission interval, in the exact
-	// units the algorithm computes in (see algorithm.RateOf).
+	// units the algorithm computes in (see algorithm.NewRate).
 	maxGCRAUnits = 1 << 52
 )
 

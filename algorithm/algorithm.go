@@ -1,11 +1,13 @@
-// Package algorithm is the math of the algorithms, in pure Go: the state the
-// memory store keeps per key, for any backend that decides in Go. The
-// reference model that every backend is checked against lives with the
-// specification, in package conformance.
+// Package algorithm is the math of the algorithms over integers, in pure Go:
+// the state the memory store keeps per key, for any backend that decides in
+// Go. It imports nothing of this module: a policy reaches it as a Rate
+// (NewRate), a decision leaves it as an Outcome. The reference model that
+// every backend is checked against lives with the specification, in package
+// conformance, and shares no code with it.
 //
 // All times are int64 microseconds since the Unix epoch, the resolution every
 // store works at (Redis' TIME has it), so that all backends decide alike.
-// Every quantity stays below 2^53 within the bounds of ratelimit.Policy, so
+// Every quantity stays below 2^53 within the bounds of a ratelimit.Policy, so
 // the Lua scripts, whose numbers are doubles, compute exactly the same.
 //
 // The rules, shared by every store and written out once more in the Lua
@@ -56,36 +58,17 @@
 //     level by n*u (to 0 at most).
 package algorithm
 
-import (
-	"time"
-
-	"github.com/ratelimit-go/ratelimit"
-)
+import "time"
 
 // Outcome is a decision in microseconds, as a store computes it.
 type Outcome struct {
-	// Allowed, Count, ResetAt and RetryAfter are those of
-	// ratelimit.Decision.
+	// Allowed, Count, ResetAt and RetryAfter are those of a
+	// ratelimit.Decision, in microseconds.
 	Allowed    bool
 	Count      int64
 	ResetAt    int64 // µs since the Unix epoch
 	RetryAfter int64 // µs; 0 when allowed
 	At         int64 // µs since the Unix epoch: the decision's time
-}
-
-// Decision converts o to the Decision of a request under a policy whose
-// Decision.Limit is limit (Policy.MaxCost).
-func (o Outcome) Decision(limit int) ratelimit.Decision {
-	remaining := max(int64(limit)-o.Count, 0)
-	return ratelimit.Decision{
-		Allowed:    o.Allowed,
-		Limit:      limit,
-		Remaining:  int(remaining),
-		Count:      int(o.Count),
-		ResetAt:    time.UnixMicro(o.ResetAt),
-		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
-		At:         time.UnixMicro(o.At),
-	}
 }
 
 // Rate is a policy in the units the algorithms compute in.
@@ -97,10 +80,11 @@ type Rate struct {
 	Drain  int64 // GCRA: what a µs drains
 }
 
-// RateOf is p in the algorithms' units.
-func RateOf(p ratelimit.Policy) Rate {
-	r := Rate{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Burst: int64(p.Burst)}
-	if p.Algorithm == ratelimit.GCRA {
+// NewRate is a policy of limit per window (µs) in the algorithms' units;
+// burst is GCRA's (0 for the window algorithms, which have none).
+func NewRate(limit, window, burst int64) Rate {
+	r := Rate{Limit: limit, Window: window, Burst: burst}
+	if burst > 0 {
 		g := gcd(r.Window, r.Limit)
 		r.Unit, r.Drain = r.Window/g, r.Limit/g
 	}
@@ -124,9 +108,6 @@ func ceilDiv(a, b int64) int64 {
 
 // Micros is t in microseconds since the Unix epoch.
 func Micros(t time.Time) int64 { return t.UnixMicro() }
-
-// WindowMicros is the policy's window in microseconds.
-func WindowMicros(p ratelimit.Policy) int64 { return p.Window.Microseconds() }
 
 // WindowStart is the start of the fixed window of length window holding now.
 func WindowStart(now, window int64) int64 {

@@ -12,6 +12,15 @@ import (
 
 const ms = int64(1000) // µs
 
+// rateOf is p in the algorithms' units.
+func rateOf(p ratelimit.Policy) Rate {
+	burst := int64(0)
+	if p.Algorithm == ratelimit.GCRA {
+		burst = int64(p.Burst)
+	}
+	return NewRate(int64(p.Limit), p.Window.Microseconds(), burst)
+}
+
 // step is one call and the outcome it must have; times in ms.
 type step struct {
 	name                      string
@@ -40,7 +49,7 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 }
 
 func rate(limit int, window time.Duration, alg ratelimit.Algorithm, burst int) Rate {
-	return RateOf(ratelimit.Policy{Limit: limit, Window: window, Algorithm: alg, Burst: burst})
+	return rateOf(ratelimit.Policy{Limit: limit, Window: window, Algorithm: alg, Burst: burst})
 }
 
 func TestLogFollowsTheRules(t *testing.T) {
@@ -221,7 +230,7 @@ func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
 // from a guard's share smaller than the cost).
 func TestACostOverTheLimitIsDeniedWithoutAPanic(t *testing.T) {
 	for _, alg := range ratelimit.Algorithms() {
-		r := RateOf(ratelimit.NewPolicy(alg, 2, time.Second))
+		r := rateOf(ratelimit.NewPolicy(alg, 2, time.Second))
 		fresh := map[ratelimit.Algorithm]func() decider{
 			ratelimit.SlidingWindow: func() decider { return &Log{} }, ratelimit.FixedWindow: func() decider { return &Fixed{} },
 			ratelimit.SlidingWindowCounter: func() decider { return &SlidingCounter{} }, ratelimit.GCRA: func() decider { return &Bucket{} },

@@ -10,6 +10,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/outcome"
 )
 
 type state interface {
@@ -64,21 +65,21 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 		}
 		req := ratelimit.Request{Key: ratelimit.Key{Prefix: "p:", ID: "k"}, Policy: p, Cost: 1 + rng.Intn(p.MaxCost()),
 			Clock: ratelimit.CallerClock, Now: now}
-		nowUS, r, n := algorithm.Micros(now), algorithm.RateOf(p), int64(req.Cost)
+		nowUS, r, n := algorithm.Micros(now), outcome.Rate(p), int64(req.Cost)
 		var want, got ratelimit.Decision
 		switch k := rng.Intn(10); {
 		case k < 2:
-			want, got = model.Peek(req), st.Peek(nowUS, r, n).Decision(p.MaxCost())
+			want, got = model.Peek(req), outcome.Decision(st.Peek(nowUS, r, n), p.MaxCost())
 		case k < 3:
 			var wantOK, gotOK bool
 			want, wantOK = model.Refund(req)
 			out, gotOK := st.Refund(nowUS, r, n)
 			require.Equal(t, wantOK, gotOK, "seed %d step %d: refund %+v", seed, i, req)
 			if gotOK {
-				got = out.Decision(p.MaxCost())
+				got = outcome.Decision(out, p.MaxCost())
 			}
 		default:
-			want, got = model.Take(req), st.Take(nowUS, r, n).Decision(p.MaxCost())
+			want, got = model.Take(req), outcome.Decision(st.Take(nowUS, r, n), p.MaxCost())
 		}
 		require.Equal(t, want, got, "seed %d step %d: %+v", seed, i, req)
 	}
@@ -93,7 +94,7 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 func TestSlidingCounterStaysWithinItsBound(t *testing.T) {
 	const limit, window = 100, int64(1_000_000)
 	p := ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, limit, time.Second)
-	r := algorithm.RateOf(p)
+	r := outcome.Rate(p)
 	worst := func(times []int64) int { // the most admissions in any interval of one window
 		most := 0
 		for j := range times {

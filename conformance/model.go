@@ -3,9 +3,9 @@ package conformance
 import (
 	"math/big"
 	"sort"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
 // Model is the reference implementation of the rules in package algorithm's
@@ -57,8 +57,8 @@ func (m *Model) Peek(req ratelimit.Request) ratelimit.Decision { return m.decide
 // Refund refunds req.Cost as a RefundStore must, reporting false when it
 // must be refused.
 func (m *Model) Refund(req ratelimit.Request) (ratelimit.Decision, bool) {
-	st, now, n := state{req.Key, req.Policy.Algorithm}, algorithm.Micros(req.Now), int64(req.Cost)
-	w := algorithm.WindowMicros(req.Policy)
+	st, now, n := state{req.Key, req.Policy.Algorithm}, req.Now.UnixMicro(), int64(req.Cost)
+	w := req.Policy.Window.Microseconds()
 	switch req.Policy.Algorithm {
 	case ratelimit.SlidingWindow:
 		in := m.slidingIn(st, now, w)
@@ -112,8 +112,8 @@ func (m *Model) decide(req ratelimit.Request, record bool) ratelimit.Decision {
 	if req.Clock != ratelimit.CallerClock {
 		panic("conformance.Model: a request without the caller's time")
 	}
-	st, now := state{req.Key, req.Policy.Algorithm}, algorithm.Micros(req.Now)
-	var out algorithm.Outcome
+	st, now := state{req.Key, req.Policy.Algorithm}, req.Now.UnixMicro()
+	var out outcome
 	switch req.Policy.Algorithm {
 	case ratelimit.FixedWindow:
 		out = m.decideFixed(st, now, req, record)
@@ -124,7 +124,7 @@ func (m *Model) decide(req ratelimit.Request, record bool) ratelimit.Decision {
 	default:
 		out = m.decideSliding(st, now, req, record)
 	}
-	return out.Decision(req.Policy.MaxCost())
+	return out.decision(req.Policy.MaxCost())
 }
 
 // Reset forgets key under every algorithm.
@@ -161,15 +161,15 @@ func (m *Model) slidingIn(st state, now, window int64) []entry {
 	return in
 }
 
-func (m *Model) decideSliding(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
-	window := algorithm.WindowMicros(req.Policy)
+func (m *Model) decideSliding(st state, now int64, req ratelimit.Request, record bool) outcome {
+	window := req.Policy.Window.Microseconds()
 	in := m.slidingIn(st, now, window)
 	if record { // a Take re-times and prunes; a peek leaves everything as it was
 		m.logs[st] = append([]entry(nil), in...)
 	}
 	sort.Slice(in, func(i, j int) bool { return in[i].at < in[j].at })
 	count, n, limit := sum(in), int64(req.Cost), int64(req.Policy.Limit)
-	out := algorithm.Outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
+	out := outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = window
@@ -195,6 +195,20 @@ func (m *Model) decideSliding(st state, now int64, req ratelimit.Request, record
 func (m *Model) hasFixed(st state) bool   { _, ok := m.fixed[st]; return ok }
 func (m *Model) hasCounter(st state) bool { _, ok := m.counter[st]; return ok }
 
+// outcome is a decision in microseconds, as the model computes it: the
+// model shares no code with the stores it checks, the conversion to a
+// Decision included.
+type outcome struct {
+	Allowed                        bool
+	Count, ResetAt, RetryAfter, At int64 // RetryAfter µs; the others µs since the Unix epoch
+}
+
+// decision is o as the Decision of a request whose Decision.Limit is limit.
+func (o outcome) decision(limit int) ratelimit.Decision {
+	return ratelimit.Decision{Allowed: o.Allowed, Limit: limit, Remaining: int(max(int64(limit)-o.Count, 0)), Count: int(o.Count),
+		ResetAt: time.UnixMicro(o.ResetAt), RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, At: time.UnixMicro(o.At)}
+}
+
 // alignedStart is the start of the fixed window holding now.
 func alignedStart(now, window int64) int64 {
 	return now - ((now%window)+window)%window
@@ -212,13 +226,13 @@ func fixedNow(ws windowState, now, window int64, ok bool) windowState {
 	return ws
 }
 
-func (m *Model) decideFixed(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
-	window := algorithm.WindowMicros(req.Policy)
+func (m *Model) decideFixed(st state, now int64, req ratelimit.Request, record bool) outcome {
+	window := req.Policy.Window.Microseconds()
 	old, ok := m.fixed[st]
 	ws := fixedNow(old, now, window, ok)
 	n, limit := int64(req.Cost), int64(req.Policy.Limit)
 	// The window ends where the next aligned one starts and replaces it.
-	out := algorithm.Outcome{Allowed: ws.count+n <= limit, Count: ws.count, ResetAt: alignedStart(ws.start, window) + window, At: now}
+	out := outcome{Allowed: ws.count+n <= limit, Count: ws.count, ResetAt: alignedStart(ws.start, window) + window, At: now}
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
@@ -277,13 +291,13 @@ func counterFits(ws windowState, now, window int64, fits func(int64) bool) (int6
 	return lo, true
 }
 
-func (m *Model) decideCounter(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
-	window := algorithm.WindowMicros(req.Policy)
+func (m *Model) decideCounter(st state, now int64, req ratelimit.Request, record bool) outcome {
+	window := req.Policy.Window.Microseconds()
 	old, ok := m.counter[st]
 	ws := counterNow(old, now, window, ok)
 	n, limit := int64(req.Cost), int64(req.Policy.Limit)
 	count := counterCount(ws, now, window)
-	out := algorithm.Outcome{Allowed: count+n <= limit, Count: count, At: now}
+	out := outcome{Allowed: count+n <= limit, Count: count, At: now}
 	switch {
 	case !out.Allowed:
 		t, _ := counterFits(ws, now, window, func(c int64) bool { return c+n <= limit })
@@ -316,7 +330,7 @@ func ceilRat(r *big.Rat) int64 {
 // bucketNow is the bucket at now under p, as written or drained since, in
 // p's terms.
 func (m *Model) bucketNow(st state, now int64, p ratelimit.Policy) bucketState {
-	interval := big.NewRat(algorithm.WindowMicros(p), int64(p.Limit))
+	interval := big.NewRat(p.Window.Microseconds(), int64(p.Limit))
 	b, ok := m.gcra[st]
 	if !ok || b.level.Sign() == 0 {
 		return bucketState{at: now, level: new(big.Rat), interval: interval}
@@ -335,13 +349,13 @@ func (m *Model) bucketNow(st state, now int64, p ratelimit.Policy) bucketState {
 	return bucketState{at: now, level: level, interval: interval}
 }
 
-func (m *Model) decideGCRA(st state, now int64, req ratelimit.Request, record bool) algorithm.Outcome {
+func (m *Model) decideGCRA(st state, now int64, req ratelimit.Request, record bool) outcome {
 	b := m.bucketNow(st, now, req.Policy)
 	old, ok := m.gcra[st]
 	cost := new(big.Rat).Mul(big.NewRat(int64(req.Cost), 1), b.interval)
 	capacity := new(big.Rat).Mul(big.NewRat(int64(req.Policy.Burst), 1), b.interval)
 	after := new(big.Rat).Add(b.level, cost)
-	out := algorithm.Outcome{Allowed: after.Cmp(capacity) <= 0, At: now}
+	out := outcome{Allowed: after.Cmp(capacity) <= 0, At: now}
 	level := b.level
 	switch {
 	case !out.Allowed:

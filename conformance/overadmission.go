@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
 // OverAdmissions counts where a store admitted more than p allows, given the
@@ -23,7 +22,7 @@ import (
 //     counted per pair of admissions that bound too many.
 func OverAdmissions(times []int64, p ratelimit.Policy) int {
 	slices.Sort(times)
-	limit, window := int64(p.Limit), algorithm.WindowMicros(p)
+	limit, window := int64(p.Limit), p.Window.Microseconds()
 	over := 0
 	switch p.Algorithm {
 	case ratelimit.FixedWindow:
@@ -32,10 +31,10 @@ func OverAdmissions(times []int64, p ratelimit.Policy) int {
 		over = overFixed(times, limit, window)
 		perWindow := map[int64]int64{}
 		for _, t := range times {
-			perWindow[algorithm.WindowStart(t, window)]++
+			perWindow[alignedStart(t, window)]++
 		}
 		for j, t := range times {
-			start := algorithm.WindowStart(t, window)
+			start := alignedStart(t, window)
 			prev, e := perWindow[start-window], t-start
 			first, _ := slices.BinarySearch(times, t-window+1) // the interval (t-window, t]
 			if in := int64(j + 1 - first); in > limit+prev*e/window {
@@ -68,8 +67,8 @@ func OverAdmissions(times []int64, p ratelimit.Policy) int {
 func overFixed(times []int64, limit, window int64) int {
 	over := 0
 	for i := 0; i < len(times); {
-		start, n := algorithm.WindowStart(times[i], window), int64(0)
-		for ; i < len(times) && algorithm.WindowStart(times[i], window) == start; i++ {
+		start, n := alignedStart(times[i], window), int64(0)
+		for ; i < len(times) && alignedStart(times[i], window) == start; i++ {
 			n++
 		}
 		if n > limit {

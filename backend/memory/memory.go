@@ -41,6 +41,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/internal/outcome"
 )
 
 // Store is the in-memory ratelimit.Store. Create it with New and Close it
@@ -183,7 +184,7 @@ func (s *Store) decide(ctx context.Context, req *ratelimit.Request, o op) (ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return out.Decision(req.Policy.MaxCost()), nil
+	return outcome.Decision(out, req.Policy.MaxCost()), nil
 }
 
 // decideLocked does o for req under the lock of sh, its shard, released on
@@ -224,7 +225,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]rateli
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
 	for i, out := range outs {
-		ds[i] = out.Decision(reqs[i].Policy.MaxCost())
+		ds[i] = outcome.Decision(out, reqs[i].Policy.MaxCost())
 	}
 	return ds, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/internal/outcome"
 )
 
 type shard struct {
@@ -137,7 +138,7 @@ func (sh *shard) take(sl *slot, req *ratelimit.Request, now, storeNow int64) alg
 // loop. The shard's lock is held.
 func (sh *shard) rateOf(p *ratelimit.Policy) algorithm.Rate {
 	if *p != sh.policy {
-		sh.policy, sh.rate = *p, algorithm.RateOf(*p)
+		sh.policy, sh.rate = *p, outcome.Rate(*p)
 	}
 	return sh.rate
 }
@@ -166,7 +167,7 @@ func (sh *shard) decide(req *ratelimit.Request, now, storeNow int64, o op) (algo
 			if o == refund {
 				return algorithm.Outcome{}, overRefund(req, 0)
 			}
-			return empty.decide(req, algorithm.RateOf(req.Policy), now, peek), nil
+			return empty.decide(req, outcome.Rate(req.Policy), now, peek), nil
 		}
 		if !ok {
 			e = newEntry()

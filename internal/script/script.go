@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/internal/outcome"
 )
 
 var (
@@ -133,7 +134,7 @@ func (c *ArgCache[T]) appendArgs(args []T, req ratelimit.Request, op Op) []T {
 }
 
 func (c *ArgCache[T]) policyArgs(req ratelimit.Request) *policyArgs[T] {
-	r := algorithm.RateOf(req.Policy)
+	r := outcome.Rate(req.Policy)
 	pa := &policyArgs[T]{policy: req.Policy, retain: req.Retain, alg: c.str(algorithmArgs[req.Policy.Algorithm]),
 		retainMS: c.format((req.Retention().Microseconds() + 999) / 1000)}
 	if req.Policy.Algorithm == ratelimit.GCRA {
@@ -191,7 +192,7 @@ func Decision(reply []int64, limit int) (ratelimit.Decision, error) {
 		return ratelimit.Decision{}, fmt.Errorf("%w: a refund of more than the %d in use", ratelimit.ErrInvalidCost, reply[1])
 	}
 	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: reply[1], ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}
-	return out.Decision(limit), nil
+	return outcome.Decision(out, limit), nil
 }
 
 // Decisions reads the script's reply for several requests.
