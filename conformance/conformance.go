@@ -33,7 +33,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/stretchr/testify/require"
 )
 
 // NewStore returns a Store sharing state with every other Store it returned
@@ -163,14 +162,14 @@ func (e *env) limiter(limit int, window time.Duration, opts ...ratelimit.Option)
 	opts = append([]ratelimit.Option{ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now), ratelimit.WithTimeout(budget),
 		ratelimit.WithRetention(retention)}, opts...)
 	l, err := ratelimit.New(e.newStore(e.t), e.policy(limit, window), opts...)
-	require.NoError(e.t, err)
+	mustNoError(e.t, err)
 	return l
 }
 
 // realTimeLimiter is a limiter that lets the store use its own clock.
 func (e *env) realTimeLimiter(limit int, window time.Duration) *ratelimit.Limiter {
 	l, err := ratelimit.New(e.newStore(e.t), e.policy(limit, window), ratelimit.WithPrefix(e.namespace()), ratelimit.WithTimeout(budget))
-	require.NoError(e.t, err)
+	mustNoError(e.t, err)
 	return l
 }
 
@@ -192,11 +191,11 @@ func (e *env) clearOfBoundary(l *ratelimit.Limiter, need time.Duration) {
 	}
 	if e.alg == ratelimit.SlidingWindowCounter { // ResetAt is no window's end: ask a fixed window
 		fixed, err := ratelimit.New(e.newStore(e.t), policyOf(ratelimit.FixedWindow, 1, l.Policy().Window), ratelimit.WithPrefix(e.namespace()), ratelimit.WithTimeout(budget))
-		require.NoError(e.t, err)
+		mustNoError(e.t, err)
 		l = fixed
 	}
 	d, err := l.Peek(context.Background(), "boundary-probe") // an empty key: ResetAt is the window's end
-	require.NoError(e.t, err)
+	mustNoError(e.t, err)
 	if left := d.ResetAt.Sub(d.At); left < need {
 		time.Sleep(left + time.Millisecond)
 	}
@@ -226,8 +225,8 @@ func (c *checker) allowN(key string, n int) ratelimit.Decision {
 	c.t.Helper()
 	want := c.model.Take(c.request(key, n))
 	got, err := c.l.AllowN(c.ctx, key, n)
-	require.NoError(c.t, err, "AllowN(%q, %d)", key, n)
-	require.Equal(c.t, want, got, "AllowN(%q, %d) at %v under %v", key, n, c.clock.Now().Format(time.StampMicro), c.l.Policy())
+	mustNoError(c.t, err, "AllowN(%q, %d)", key, n)
+	mustEqual(c.t, want, got, "AllowN(%q, %d) at %v under %v", key, n, c.clock.Now().Format(time.StampMicro), c.l.Policy())
 	return got
 }
 
@@ -237,8 +236,8 @@ func (c *checker) peek(key string) ratelimit.Decision {
 	c.t.Helper()
 	want := c.model.Peek(c.request(key, 1))
 	got, err := c.l.Peek(c.ctx, key)
-	require.NoError(c.t, err, "Peek(%q)", key)
-	require.Equal(c.t, want, got, "Peek(%q) at %v under %v", key, c.clock.Now().Format(time.StampMicro), c.l.Policy())
+	mustNoError(c.t, err, "Peek(%q)", key)
+	mustEqual(c.t, want, got, "Peek(%q) at %v under %v", key, c.clock.Now().Format(time.StampMicro), c.l.Policy())
 	return got
 }
 
@@ -253,21 +252,21 @@ func (c *checker) refund(key string, n int) (ratelimit.Decision, bool) {
 	want, ok := c.model.Refund(c.request(key, n))
 	got, err := c.l.Refund(c.ctx, key, n)
 	if !ok {
-		require.ErrorIs(c.t, err, ratelimit.ErrInvalidCost, "Refund(%q, %d) of more than is in use", key, n)
+		mustErrorIs(c.t, err, ratelimit.ErrInvalidCost, "Refund(%q, %d) of more than is in use", key, n)
 		return ratelimit.Decision{}, false
 	}
-	require.NoError(c.t, err, "Refund(%q, %d)", key, n)
-	require.Equal(c.t, want, got, "Refund(%q, %d) at %v under %v", key, n, c.clock.Now().Format(time.StampMicro), c.l.Policy())
+	mustNoError(c.t, err, "Refund(%q, %d)", key, n)
+	mustEqual(c.t, want, got, "Refund(%q, %d) at %v under %v", key, n, c.clock.Now().Format(time.StampMicro), c.l.Policy())
 	return got, true
 }
 
 func (c *checker) reset(key string) {
 	c.t.Helper()
 	c.model.Reset(ratelimit.Key{Prefix: "m:", ID: key})
-	require.NoError(c.t, c.l.Reset(c.ctx, key), "Reset(%q)", key)
+	mustNoError(c.t, c.l.Reset(c.ctx, key), "Reset(%q)", key)
 }
 
 func (c *checker) setPolicy(p ratelimit.Policy) {
 	c.t.Helper()
-	require.NoError(c.t, c.l.SetPolicy(p))
+	mustNoError(c.t, c.l.SetPolicy(p))
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -32,15 +30,15 @@ func peekRecordsNothing(t *testing.T, e *env) {
 	p := e.policy(5, time.Second)
 	check := func(what string, got ratelimit.Decision, err error, want ratelimit.Decision) {
 		t.Helper()
-		require.NoError(t, err, what)
-		require.Equal(t, want, got, what)
+		mustNoError(t, err, what)
+		mustEqual(t, want, got, what)
 	}
 	for cost := 1; cost <= 5; cost++ {
 		req := e.request("", "user", p, cost)
 		got, err := s.Peek(ctx, req)
 		check(fmt.Sprintf("a peek of cost %d on an empty key", cost), got, err, model.Peek(req))
-		require.True(t, got.Allowed)
-		require.Zero(t, got.Count, "nothing recorded by the peeks before")
+		mustTrue(t, got.Allowed)
+		mustZero(t, got.Count, "nothing recorded by the peeks before")
 	}
 	req := e.request("", "user", p, 3)
 	got, err := s.Take(ctx, req)
@@ -50,8 +48,8 @@ func peekRecordsNothing(t *testing.T, e *env) {
 		req := e.request("", "user", p, cost)
 		got, err := s.Peek(ctx, req)
 		check("a peek at 3 of 5", got, err, model.Peek(req))
-		require.Equal(t, cost <= 2, got.Allowed, "a peek of cost %d decides as a take of cost %d would", cost, cost)
-		require.Equal(t, 3, got.Count)
+		mustEqual(t, cost <= 2, got.Allowed, "a peek of cost %d decides as a take of cost %d would", cost, cost)
+		mustEqual(t, 3, got.Count)
 	}
 	// A whole window later, the take's entries are out of the window: a
 	// peek must not count them, and must not prune them either (a later
@@ -64,12 +62,12 @@ func peekRecordsNothing(t *testing.T, e *env) {
 	req = e.request("", "user", p, 1)
 	got, err = s.Peek(ctx, req)
 	check("a peek after the window", got, err, model.Peek(req))
-	require.Zero(t, got.Count)
+	mustZero(t, got.Count)
 	e.clock.Advance(-pass)
 	req = e.request("", "user", p, 3)
 	got, err = s.Take(ctx, req)
 	check("a take back in the window", got, err, model.Take(req))
-	require.False(t, got.Allowed, "the peek pruned nothing: 3 + 3 > 5")
+	mustFalse(t, got.Allowed, "the peek pruned nothing: 3 + 3 > 5")
 }
 
 func resetClearsEveryAlgorithm(t *testing.T, e *env) {
@@ -78,27 +76,27 @@ func resetClearsEveryAlgorithm(t *testing.T, e *env) {
 		p := policyOf(alg, 3, time.Minute)
 		for _, id := range []string{"user", "bystander"} {
 			d, err := s.Take(ctx, e.request("", id, p, 2))
-			require.NoError(t, err)
-			require.Equal(t, 2, d.Count, "%v: %s", alg, id)
+			mustNoError(t, err)
+			mustEqual(t, 2, d.Count, "%v: %s", alg, id)
 		}
 		d, err := s.Take(ctx, e.request("other:", "user", p, 1))
-		require.NoError(t, err)
-		require.Equal(t, 1, d.Count, "%v: the same key under another prefix", alg)
+		mustNoError(t, err)
+		mustEqual(t, 1, d.Count, "%v: the same key under another prefix", alg)
 	}
-	require.NoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "user"}))
+	mustNoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "user"}))
 	for _, alg := range ratelimit.Algorithms() {
 		p := policyOf(alg, 3, time.Minute)
 		d, err := s.Peek(ctx, e.request("", "user", p, 1))
-		require.NoError(t, err)
-		require.Zero(t, d.Count, "%v: reset cleared the key under every algorithm", alg)
+		mustNoError(t, err)
+		mustZero(t, d.Count, "%v: reset cleared the key under every algorithm", alg)
 		d, err = s.Peek(ctx, e.request("", "bystander", p, 1))
-		require.NoError(t, err)
-		require.Equal(t, 2, d.Count, "%v: another key keeps its history", alg)
+		mustNoError(t, err)
+		mustEqual(t, 2, d.Count, "%v: another key keeps its history", alg)
 		d, err = s.Peek(ctx, e.request("other:", "user", p, 1))
-		require.NoError(t, err)
-		require.Equal(t, 1, d.Count, "%v: the key under another prefix keeps its history", alg)
+		mustNoError(t, err)
+		mustEqual(t, 1, d.Count, "%v: the key under another prefix keeps its history", alg)
 	}
-	require.NoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "never-seen"}), "resetting an unknown key")
+	mustNoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "never-seen"}), "resetting an unknown key")
 }
 
 // recorder keeps the Events an Observer sees.
@@ -128,28 +126,28 @@ func failureModeAnswers(t *testing.T, e *env) {
 		{"Peek", func() (ratelimit.Decision, error) { return open.Peek(cancelled, "user") }},
 	} {
 		d, err := call.do()
-		require.NoError(t, err, "%s: a failure mode's decision is an answer, not an error", call.name)
-		require.True(t, d.Allowed, call.name)
-		require.Equal(t, ratelimit.SourceFailOpen, d.Source, "%s: the decision says a failure mode made it", call.name)
-		require.Equal(t, 3, d.Limit, call.name)
-		require.Zero(t, d.Remaining, "%s: a failure mode knows no quota", call.name)
+		mustNoError(t, err, "%s: a failure mode's decision is an answer, not an error", call.name)
+		mustTrue(t, d.Allowed, call.name)
+		mustEqual(t, ratelimit.SourceFailOpen, d.Source, "%s: the decision says a failure mode made it", call.name)
+		mustEqual(t, 3, d.Limit, call.name)
+		mustZero(t, d.Remaining, "%s: a failure mode knows no quota", call.name)
 	}
-	require.Len(t, rec.events, 2)
+	mustLen(t, rec.events, 2)
 	for _, ev := range rec.events {
-		require.ErrorIs(t, ev.Err, ratelimit.ErrStore, "the observer gets the store's error")
-		require.ErrorIs(t, ev.Err, context.Canceled)
-		require.Equal(t, ratelimit.SourceFailOpen, ev.Decision.Source)
+		mustErrorIs(t, ev.Err, ratelimit.ErrStore, "the observer gets the store's error")
+		mustErrorIs(t, ev.Err, context.Canceled)
+		mustEqual(t, ratelimit.SourceFailOpen, ev.Decision.Source)
 	}
 
 	closed := e.limiter(3, time.Minute)
 	d, err := closed.Allow(cancelled, "user")
-	require.ErrorIs(t, err, ratelimit.ErrStore, "without a failure mode the caller gets the error")
-	require.Equal(t, ratelimit.Decision{}, d, "and no decision with it")
+	mustErrorIs(t, err, ratelimit.ErrStore, "without a failure mode the caller gets the error")
+	mustEqual(t, ratelimit.Decision{}, d, "and no decision with it")
 
 	d, err = closed.Peek(context.Background(), "user")
-	require.NoError(t, err)
-	require.Zero(t, d.Count, "nothing was recorded")
-	require.Equal(t, ratelimit.SourceStore, d.Source, "the store's own decisions say so")
+	mustNoError(t, err)
+	mustZero(t, d.Count, "nothing was recorded")
+	mustEqual(t, ratelimit.SourceStore, d.Source, "the store's own decisions say so")
 }
 
 // takeAllIsAtomic runs only on a MultiStore: several policies on one key
@@ -175,8 +173,8 @@ func takeAllIsAtomic(t *testing.T, e *env) {
 	decide := func(what string, rs []ratelimit.Request) []ratelimit.Decision {
 		t.Helper()
 		got, err := ms.TakeAll(ctx, rs)
-		require.NoError(t, err, what)
-		require.Len(t, got, len(rs), what)
+		mustNoError(t, err, what)
+		mustLen(t, got, len(rs), what)
 		all := true
 		for _, r := range rs {
 			all = all && model.Peek(r).Allowed
@@ -186,28 +184,28 @@ func takeAllIsAtomic(t *testing.T, e *env) {
 			if all {
 				want = model.Take(r)
 			}
-			require.Equal(t, want, got[i], "%s: request %d (%v)", what, i, r.Policy)
+			mustEqual(t, want, got[i], "%s: request %d (%v)", what, i, r.Policy)
 		}
 		return got
 	}
 	for i := 0; i < 3; i++ {
 		for _, d := range decide("within every limit", reqs(1)) {
-			require.True(t, d.Allowed)
+			mustTrue(t, d.Allowed)
 		}
 	}
 	got := decide("the per-second limit is full", reqs(1))
-	require.False(t, got[0].Allowed)
-	require.True(t, got[1].Allowed && got[2].Allowed, "the others would admit: their peeks say so")
-	require.Equal(t, 3, got[1].Count, "and nothing was taken from them")
+	mustFalse(t, got[0].Allowed)
+	mustTrue(t, got[1].Allowed && got[2].Allowed, "the others would admit: their peeks say so")
+	mustEqual(t, 3, got[1].Count, "and nothing was taken from them")
 	e.clock.Advance(time.Second)
 	if e.alg == ratelimit.SlidingWindowCounter {
 		e.clock.Advance(time.Second) // the previous second's count weighs through the next
 	}
 	got = decide("a second later, cost 2 is over one per-minute limit", reqs(2))
-	require.True(t, got[0].Allowed && got[1].Allowed)
-	require.False(t, got[2].Allowed, "3+2 > 4")
+	mustTrue(t, got[0].Allowed && got[1].Allowed)
+	mustFalse(t, got[2].Allowed, "3+2 > 4")
 	got = decide("cost 1 fits everywhere", reqs(1))
-	require.Equal(t, []int{1, 4, 4}, []int{got[0].Count, got[1].Count, got[2].Count})
+	mustEqual(t, []int{1, 4, 4}, []int{got[0].Count, got[1].Count, got[2].Count})
 
 	// Requests the store may not be able to decide together (different
 	// keys: different shards on a cluster): decided atomically, or refused
@@ -217,13 +215,13 @@ func takeAllIsAtomic(t *testing.T, e *env) {
 	if errors.Is(err, errors.ErrUnsupported) {
 		for _, r := range apart {
 			d, err := ms.Peek(ctx, r)
-			require.NoError(t, err)
-			require.Zero(t, d.Count, "a refused TakeAll recorded nothing")
+			mustNoError(t, err)
+			mustZero(t, d.Count, "a refused TakeAll recorded nothing")
 		}
 		return
 	}
-	require.NoError(t, err)
-	require.True(t, ds[0].Allowed && ds[1].Allowed)
+	mustNoError(t, err)
+	mustTrue(t, ds[0].Allowed && ds[1].Allowed)
 }
 
 // multiDenialTakesNothing drives ratelimit.Multi, atomic or not, on the
@@ -232,22 +230,22 @@ func multiDenialTakesNothing(t *testing.T, e *env) {
 	perKey := e.limiter(2, time.Minute, ratelimit.WithPrefix(e.namespace()+"per-key:"), ratelimit.WithName("per-key"))
 	perTenant := e.limiter(10, time.Minute, ratelimit.WithPrefix(e.namespace()+"per-tenant:"), ratelimit.WithName("per-tenant"))
 	m, err := ratelimit.NewMulti(perKey, perTenant)
-	require.NoError(t, err)
+	mustNoError(t, err)
 	ctx := context.Background()
 	for _, keys := range [][]string{{"user", "user"}, {"user", "tenant"}} {
 		for i := 1; i <= 3; i++ {
 			d, err := m.Allow(ctx, keys...)
-			require.NoError(t, err)
-			require.Equal(t, i <= 2, d.Allowed, "%v: request %d", keys, i)
+			mustNoError(t, err)
+			mustEqual(t, i <= 2, d.Allowed, "%v: request %d", keys, i)
 			if i == 3 {
-				require.Equal(t, "per-key", d.Name, "the denying policy")
-				require.Positive(t, d.RetryAfter)
+				mustEqual(t, "per-key", d.Name, "the denying policy")
+				mustPositive(t, d.RetryAfter)
 			}
 		}
 		p, err := perTenant.Peek(ctx, keys[1])
-		require.NoError(t, err)
-		require.Equal(t, 2, p.Count, "%v: the denial took nothing from per-tenant", keys)
-		require.NoError(t, perKey.Reset(ctx, keys[0]))
-		require.NoError(t, perTenant.Reset(ctx, keys[1]))
+		mustNoError(t, err)
+		mustEqual(t, 2, p.Count, "%v: the denial took nothing from per-tenant", keys)
+		mustNoError(t, perKey.Reset(ctx, keys[0]))
+		mustNoError(t, perTenant.Reset(ctx, keys[1]))
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -47,15 +45,15 @@ func rejectsInvalidInput(t *testing.T, e *env) {
 	}
 	for _, tc := range cases {
 		err := tc.call()
-		require.ErrorIs(t, err, tc.want, tc.name)
+		mustErrorIs(t, err, tc.want, tc.name)
 	}
-	require.Equal(t, e.policy(3, time.Second), c.l.Policy(), "invalid policies changed nothing")
+	mustEqual(t, e.policy(3, time.Second), c.l.Policy(), "invalid policies changed nothing")
 	d := c.peek("user")
-	require.Equal(t, 0, d.Count, "invalid calls recorded nothing")
+	mustEqual(t, 0, d.Count, "invalid calls recorded nothing")
 	_, err := ratelimit.New(nil, e.policy(1, time.Second))
-	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil store")
+	mustErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil store")
 	_, err = ratelimit.New(e.newStore(t), e.policy(1, time.Second), ratelimit.WithPrefix(string(make([]byte, ratelimit.MaxPrefixLen+1))))
-	require.ErrorIs(t, err, ratelimit.ErrInvalidKey, "a prefix over MaxPrefixLen")
+	mustErrorIs(t, err, ratelimit.ErrInvalidKey, "a prefix over MaxPrefixLen")
 }
 
 func cancelledContext(t *testing.T, e *env) {
@@ -69,20 +67,20 @@ func cancelledContext(t *testing.T, e *env) {
 	}()
 	select {
 	case err := <-done:
-		require.ErrorIs(t, err, ratelimit.ErrStore)
-		require.ErrorIs(t, err, context.Canceled, "the context's error is wrapped")
+		mustErrorIs(t, err, ratelimit.ErrStore)
+		mustErrorIs(t, err, context.Canceled, "the context's error is wrapped")
 	case <-time.After(5 * time.Second):
 		t.Fatal("Allow with a cancelled context did not return within 5s")
 	}
 	d, err := l.Peek(context.Background(), "user")
-	require.NoError(t, err)
-	require.Equal(t, 0, d.Count, "a cancelled call records nothing")
+	mustNoError(t, err)
+	mustEqual(t, 0, d.Count, "a cancelled call records nothing")
 
 	ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
 	_, err = l.Allow(ctx, "user")
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	mustErrorIs(t, err, context.DeadlineExceeded)
 }
 
 // refusesWhatItCannotDecide calls the store itself with requests no
@@ -108,33 +106,33 @@ func refusesWhatItCannotDecide(t *testing.T, e *env) {
 	bad[3].req.Now = ratelimit.MaxTime.Add(time.Microsecond)
 	for _, b := range bad {
 		_, err := s.Take(ctx, b.req)
-		require.ErrorIs(t, err, b.want, "Take: %s", b.name)
+		mustErrorIs(t, err, b.want, "Take: %s", b.name)
 		_, err = s.Peek(ctx, b.req)
-		require.ErrorIs(t, err, b.want, "Peek: %s", b.name)
+		mustErrorIs(t, err, b.want, "Peek: %s", b.name)
 		if rs, ok := s.(ratelimit.RefundStore); ok {
 			_, err = rs.Refund(ctx, b.req)
-			require.ErrorIs(t, err, b.want, "Refund: %s", b.name)
+			mustErrorIs(t, err, b.want, "Refund: %s", b.name)
 		}
 		if ms, ok := s.(ratelimit.MultiStore); ok {
 			_, err = ms.TakeAll(ctx, []ratelimit.Request{b.req})
-			require.ErrorIs(t, err, b.want, "TakeAll: %s", b.name)
+			mustErrorIs(t, err, b.want, "TakeAll: %s", b.name)
 		}
 	}
 	for _, edge := range []time.Time{ratelimit.MinTime, ratelimit.MaxTime} {
 		req := e.request("", "edge", p, 1)
 		req.Now = edge
 		_, err := s.Peek(ctx, req)
-		require.NoError(t, err, "a peek at %v, within the bounds", edge)
+		mustNoError(t, err, "a peek at %v, within the bounds", edge)
 	}
 	d, err := s.Peek(ctx, e.request("", "user", p, 1))
-	require.NoError(t, err)
-	require.Zero(t, d.Count, "the refused requests recorded nothing")
+	mustNoError(t, err)
+	mustZero(t, d.Count, "the refused requests recorded nothing")
 
 	// Through a Limiter, a caller's clock before the epoch is refused too.
 	l, err := ratelimit.New(s, p, ratelimit.WithPrefix(e.namespace()),
 		ratelimit.WithCallerClock(func() time.Time { return time.Unix(-2, 0) }))
-	require.NoError(t, err)
+	mustNoError(t, err)
 	_, err = l.Allow(ctx, "user")
-	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "a Limiter's clock before the epoch")
-	require.NotErrorIs(t, err, ratelimit.ErrStore, "refused before the store")
+	mustErrorIs(t, err, ratelimit.ErrInvalidArgument, "a Limiter's clock before the epoch")
+	mustNotErrorIs(t, err, ratelimit.ErrStore, "refused before the store")
 }

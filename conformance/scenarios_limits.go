@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -35,19 +33,19 @@ func atTheBounds(t *testing.T, e *env) {
 	e.clock = NewManualClock(start())
 	l, err := ratelimit.New(e.newStore(t), p, ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now),
 		ratelimit.WithTimeout(budget), ratelimit.WithRetention(ratelimit.MaxWindow))
-	require.NoError(t, err)
+	mustNoError(t, err)
 	c := &checker{t: t, l: l, model: NewModel(), clock: e.clock, ctx: context.Background()}
-	require.True(t, c.allowN("user", 1).Allowed)
+	mustTrue(t, c.allowN("user", 1).Allowed)
 	d := c.allowN("user", max)
-	require.False(t, d.Allowed, "1 + %d is over %d", max, max)
-	require.Equal(t, 1, d.Count)
+	mustFalse(t, d.Allowed, "1 + %d is over %d", max, max)
+	mustEqual(t, 1, d.Count)
 	d = c.allowN("user", max-1)
-	require.True(t, d.Allowed)
-	require.Equal(t, max, d.Count)
+	mustTrue(t, d.Allowed)
+	mustEqual(t, max, d.Count)
 	for i := 0; i < 20; i++ {
 		d = c.allowN("user", 1+i%3)
-		require.False(t, d.Allowed, "a full key stays denied")
-		require.Equal(t, max, d.Count)
+		mustFalse(t, d.Allowed, "a full key stays denied")
+		mustEqual(t, max, d.Count)
 	}
 
 	over := p
@@ -56,11 +54,11 @@ func atTheBounds(t *testing.T, e *env) {
 	} else {
 		over.Limit++
 	}
-	require.ErrorIs(t, l.SetPolicy(over), ratelimit.ErrInvalidPolicy, "one over the bound")
-	require.ErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 10, Window: ratelimit.MaxWindow + time.Microsecond, Algorithm: p.Algorithm, Burst: p.Burst}),
+	mustErrorIs(t, l.SetPolicy(over), ratelimit.ErrInvalidPolicy, "one over the bound")
+	mustErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 10, Window: ratelimit.MaxWindow + time.Microsecond, Algorithm: p.Algorithm, Burst: p.Burst}),
 		ratelimit.ErrInvalidPolicy, "a window over MaxWindow")
 	_, err = l.AllowN(context.Background(), "user", max+1)
-	require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
+	mustErrorIs(t, err, ratelimit.ErrInvalidCost)
 }
 
 // clockStepsBack: a clock that jumps an hour ahead and comes back leaves
@@ -72,18 +70,18 @@ func clockStepsBack(t *testing.T, e *env) {
 	c := e.checked(5, window)
 	c.clock.Advance(time.Hour)
 	for i := 0; i < 5; i++ {
-		require.True(t, c.allow("user").Allowed)
+		mustTrue(t, c.allow("user").Allowed)
 	}
 	c.clock.Advance(-time.Hour)
 	d := c.allow("user")
-	require.False(t, d.Allowed, "the 5 requests made an hour ahead count now")
+	mustFalse(t, d.Allowed, "the 5 requests made an hour ahead count now")
 	longest := window
 	if e.alg == ratelimit.SlidingWindowCounter {
 		longest = 2 * window
 	}
-	require.LessOrEqual(t, d.RetryAfter, longest, "denied for the window, not for the hour")
+	mustLessOrEqual(t, d.RetryAfter, longest, "denied for the window, not for the hour")
 	c.clock.Advance(d.RetryAfter)
-	require.True(t, c.allow("user").Allowed, "admitted again after retry-after")
+	mustTrue(t, c.allow("user").Allowed, "admitted again after retry-after")
 }
 
 // longerWindowKeepsHistory: a window lengthened within the Limiter's
@@ -93,22 +91,22 @@ func clockStepsBack(t *testing.T, e *env) {
 func longerWindowKeepsHistory(t *testing.T, e *env) {
 	c := e.checked(5, 500*time.Millisecond, ratelimit.WithRetention(10*time.Second))
 	for i := 0; i < 5; i++ {
-		require.True(t, c.allow("user").Allowed)
+		mustTrue(t, c.allow("user").Allowed)
 	}
 	c.setPolicy(e.policy(5, 10*time.Second))
 	c.clock.Advance(2 * time.Second)
 	d := c.allow("user")
 	if e.alg == ratelimit.GCRA {
-		require.Equal(t, 5, d.Count, "the bucket drained one of 5 in 2s at 5 per 10s, and took one more")
+		mustEqual(t, 5, d.Count, "the bucket drained one of 5 in 2s at 5 per 10s, and took one more")
 	} else {
-		require.False(t, d.Allowed, "the 5 requests of 2s ago are in the 10s window")
-		require.Equal(t, 5, d.Count)
+		mustFalse(t, d.Allowed, "the 5 requests of 2s ago are in the 10s window")
+		mustEqual(t, 5, d.Count)
 	}
 
 	short := e.limiter(5, 500*time.Millisecond, ratelimit.WithRetention(500*time.Millisecond))
 	err := short.SetPolicy(e.policy(5, 10*time.Second))
-	require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, "a window beyond the retention would miss history")
-	require.Equal(t, 500*time.Millisecond, short.Policy().Window, "and changes nothing")
+	mustErrorIs(t, err, ratelimit.ErrInvalidPolicy, "a window beyond the retention would miss history")
+	mustEqual(t, 500*time.Millisecond, short.Policy().Window, "and changes nothing")
 }
 
 // refunds: a refund gives back what it names, is refused beyond what is in
@@ -120,36 +118,36 @@ func refunds(t *testing.T, e *env) {
 	c := e.checked(5, time.Second)
 	c.allowN("user", 3)
 	d, ok := c.refund("user", 2)
-	require.True(t, ok)
-	require.Equal(t, 1, d.Count, "3 taken, 2 given back")
+	mustTrue(t, ok)
+	mustEqual(t, 1, d.Count, "3 taken, 2 given back")
 	_, ok = c.refund("user", 2)
-	require.False(t, ok, "a refund of more than is in use")
-	require.Equal(t, 1, c.peek("user").Count, "a refused refund changes nothing")
+	mustFalse(t, ok, "a refund of more than is in use")
+	mustEqual(t, 1, c.peek("user").Count, "a refused refund changes nothing")
 	d = c.allowN("user", 4)
-	require.True(t, d.Allowed, "the refunded quota is available again")
-	require.Equal(t, 5, d.Count)
+	mustTrue(t, d.Allowed, "the refunded quota is available again")
+	mustEqual(t, 5, d.Count)
 	_, ok = c.refund("never-taken", 1)
-	require.False(t, ok)
+	mustFalse(t, ok)
 	_, err := c.l.Refund(c.ctx, "user", 0)
-	require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
+	mustErrorIs(t, err, ratelimit.ErrInvalidCost)
 	c.clock.Advance(10 * time.Millisecond)
 	c.refund("user", 5) // later, as time has freed what it has: exactly as the model
 
 	perKey := e.limiter(2, time.Minute, ratelimit.WithPrefix(e.namespace()+"rk:"), ratelimit.WithName("per-key"))
 	perTenant := e.limiter(10, time.Minute, ratelimit.WithPrefix(e.namespace()+"rt:"), ratelimit.WithName("per-tenant"))
 	m, err := ratelimit.NewMulti(perKey, perTenant)
-	require.NoError(t, err)
+	mustNoError(t, err)
 	ctx, keys := context.Background(), []string{"user", "tenant"}
 	md, err := m.Allow(ctx, keys...)
-	require.NoError(t, err)
-	require.True(t, md.Allowed)
-	require.NoError(t, m.RefundN(ctx, keys, 1), "the upstream failed: both policies get it back")
+	mustNoError(t, err)
+	mustTrue(t, md.Allowed)
+	mustNoError(t, m.RefundN(ctx, keys, 1), "the upstream failed: both policies get it back")
 	for i, l := range []*ratelimit.Limiter{perKey, perTenant} {
 		d, err := l.Peek(ctx, keys[i])
-		require.NoError(t, err)
-		require.Zero(t, d.Count, "%s: refunded", l.Name())
+		mustNoError(t, err)
+		mustZero(t, d.Count, "%s: refunded", l.Name())
 	}
-	require.ErrorIs(t, m.RefundN(ctx, keys, 1), ratelimit.ErrInvalidCost, "nothing is in use any more")
+	mustErrorIs(t, m.RefundN(ctx, keys, 1), ratelimit.ErrInvalidCost, "nothing is in use any more")
 }
 
 // policyPerKey: a PolicyFunc gives each key its tier; a tier that changes
@@ -176,36 +174,36 @@ func policyPerKey(t *testing.T, e *env) {
 		got := 0
 		for i := 0; i < n; i++ {
 			d, err := l.Allow(ctx, key)
-			require.NoError(t, err, key)
+			mustNoError(t, err, key)
 			if d.Allowed {
 				got++
 			}
 		}
 		return got
 	}
-	require.Equal(t, 2, allowed("free", 3), "the Limiter's policy")
-	require.Equal(t, 4, allowed("pro", 4), "the pro tier")
+	mustEqual(t, 2, allowed("free", 3), "the Limiter's policy")
+	mustEqual(t, 4, allowed("pro", 4), "the pro tier")
 	d, err := l.Peek(ctx, "pro")
-	require.NoError(t, err)
-	require.Equal(t, 5, d.Limit)
-	require.Equal(t, 4, d.Count)
+	mustNoError(t, err)
+	mustEqual(t, 5, d.Limit)
+	mustEqual(t, 4, d.Count)
 
 	mu.Lock()
 	tiers["pro"] = e.policy(3, time.Minute) // downgraded at run time
 	mu.Unlock()
 	d, err = l.Allow(ctx, "pro")
-	require.NoError(t, err)
-	require.False(t, d.Allowed, "4 already made under a new limit of 3")
-	require.Equal(t, 3, d.Limit)
+	mustNoError(t, err)
+	mustFalse(t, d.Allowed, "4 already made under a new limit of 3")
+	mustEqual(t, 3, d.Limit)
 
 	plain := e.limiter(2, time.Minute) // the same keys, without the PolicyFunc
 	for _, key := range []string{"broken", "too-long", "down"} {
 		_, err := l.Allow(ctx, key)
-		require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, key)
+		mustErrorIs(t, err, ratelimit.ErrInvalidPolicy, key)
 		d, err := plain.Peek(ctx, key)
-		require.NoError(t, err)
-		require.Zero(t, d.Count, "%s: nothing recorded", key)
+		mustNoError(t, err)
+		mustZero(t, d.Count, "%s: nothing recorded", key)
 	}
 	_, err = l.Allow(ctx, "down")
-	require.ErrorIs(t, err, lookupFailed, "the PolicyFunc's error is wrapped")
+	mustErrorIs(t, err, lookupFailed, "the PolicyFunc's error is wrapped")
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -88,8 +86,8 @@ func noOverAdmission(t *testing.T, e *env) {
 			}(limiters[g%instances])
 		}
 		wg.Wait()
-		require.Zero(t, failed.Load(), "%s: calls that failed or reported a count over %d", mode, limit)
-		require.Equal(t, int64(limit), admitted.Load(), "%s: %d calls on one key with limit %d", mode, goroutines*perGoroutine, limit)
+		mustZero(t, failed.Load(), "%s: calls that failed or reported a count over %d", mode, limit)
+		mustEqual(t, int64(limit), admitted.Load(), "%s: %d calls on one key with limit %d", mode, goroutines*perGoroutine, limit)
 	}
 }
 
@@ -130,8 +128,8 @@ func noOverAdmissionInAnyWindow(t *testing.T, e *env) {
 		}(limiters[g%instances])
 	}
 	wg.Wait()
-	require.Zero(t, failed.Load(), "calls that failed; the first: %v", firstErr.Load())
-	require.GreaterOrEqual(t, len(admitted), limit, "the load got through (%d decisions)", decisions.Load())
+	mustZero(t, failed.Load(), "calls that failed; the first: %v", firstErr.Load())
+	mustGreaterOrEqual(t, len(admitted), limit, "the load got through (%d decisions)", decisions.Load())
 	// The bound on the count is computed from when the store decided (a
 	// loaded machine stretches the nominal run), and the real property is
 	// checked on those times below.
@@ -141,9 +139,9 @@ func noOverAdmissionInAnyWindow(t *testing.T, e *env) {
 	if e.alg == ratelimit.FixedWindow || e.alg == ratelimit.SlidingWindowCounter {
 		windows *= 2 // up to 2*limit around a boundary
 	}
-	require.LessOrEqual(t, len(admitted), limit*windows, "admitted over %v (decided at, first to last admission) with %d per %v", span, limit, window)
+	mustLessOrEqual(t, len(admitted), limit*windows, "admitted over %v (decided at, first to last admission) with %d per %v", span, limit, window)
 	over := OverAdmissions(admitted, e.policy(limit, window))
-	require.Zero(t, over, "intervals that admitted more than %v allows (of %d admitted, %d decisions)", e.alg, len(admitted), decisions.Load())
+	mustZero(t, over, "intervals that admitted more than %v allows (of %d admitted, %d decisions)", e.alg, len(admitted), decisions.Load())
 }
 
 // storeClock checks the store's own clock in real time: 3 calls in a
@@ -177,35 +175,35 @@ func storeClockOnce(t *testing.T, e *env, window time.Duration, key string) (tim
 	began := time.Now()
 	for i := 0; i < 2; i++ {
 		d, err := l.Allow(ctx, key)
-		require.NoError(t, err)
-		require.True(t, d.Allowed)
+		mustNoError(t, err)
+		mustTrue(t, d.Allowed)
 	}
 	before := time.Now()
 	d, err := l.Allow(ctx, key)
 	after := time.Now()
-	require.NoError(t, err)
+	mustNoError(t, err)
 	if took := after.Sub(began); took >= margin {
 		return took, false
 	}
-	require.False(t, d.Allowed)
-	require.Positive(t, d.RetryAfter)
+	mustFalse(t, d.Allowed)
+	mustPositive(t, d.RetryAfter)
 	longest := window
 	if e.alg == ratelimit.SlidingWindowCounter {
 		longest = 2 * window // the next window, once enough of this one's count has slid out
 	}
-	require.LessOrEqual(t, d.RetryAfter, longest)
+	mustLessOrEqual(t, d.RetryAfter, longest)
 	// The store decided at its own time, between our call and its answer:
 	// a local server reads our wall clock, the memory store the monotonic
 	// clock from a wall-clock reading at its start (skew allows for what
 	// the two may drift apart while the tests run).
 	const skew = 10 * time.Millisecond
-	require.False(t, d.At.Before(before.Add(-skew)) || d.At.After(after.Add(skew)),
+	mustFalse(t, d.At.Before(before.Add(-skew)) || d.At.After(after.Add(skew)),
 		"the store's clock is ours: decided at %v, called at %v, answered at %v", d.At.Format(time.StampMicro),
 		before.Format(time.StampMicro), after.Format(time.StampMicro))
-	require.Equal(t, d.At.Add(d.RetryAfter), d.ResetAt, "a denial's ResetAt is At + RetryAfter (the oldest leaves / the window ends)")
+	mustEqual(t, d.At.Add(d.RetryAfter), d.ResetAt, "a denial's ResetAt is At + RetryAfter (the oldest leaves / the window ends)")
 	time.Sleep(d.RetryAfter + time.Millisecond)
 	d, err = l.Allow(ctx, key)
-	require.NoError(t, err)
-	require.True(t, d.Allowed, "retry-after (%v) has passed", d.RetryAfter)
+	mustNoError(t, err)
+	mustTrue(t, d.Allowed, "retry-after (%v) has passed", d.RetryAfter)
 	return after.Sub(began), true
 }
