@@ -14,15 +14,23 @@ import (
 // Benchmark measures Limiter.Allow on store the way this module's backends
 // are measured, so that a new backend can compare itself with them: for each
 // algorithm, from 1 goroutine and from 64 (b.RunParallel), over 1,000 keys at
-// 100 requests per second each, reporting allocations. Call it from a
-// benchmark of your own:
+// 100 requests per second each, with the Limiter's default time budget,
+// reporting allocations. Options change the goroutine counts, the budget
+// and the algorithms. Call it from a benchmark of your own:
 //
 //	func BenchmarkStore(b *testing.B) { conformance.Benchmark(b, mystore.New(client)) }
-func Benchmark(b *testing.B, store ratelimit.Store) {
-	for _, alg := range ratelimit.Algorithms() {
-		for _, par := range []int{1, 64} {
+//	func BenchmarkStoreLoaded(b *testing.B) {
+//		conformance.Benchmark(b, mystore.New(client), conformance.Goroutines(256), conformance.Budget(time.Second))
+//	}
+func Benchmark(b *testing.B, store ratelimit.Store, opts ...BenchmarkOption) {
+	c := benchConfig{goroutines: []int{1, 64}, budget: ratelimit.DefaultTimeout, algorithms: ratelimit.Algorithms()}
+	for _, o := range opts {
+		o(&c)
+	}
+	for _, alg := range c.algorithms {
+		for _, par := range c.goroutines {
 			b.Run(alg.String()+"/parallel-"+strconv.Itoa(par), func(b *testing.B) {
-				l, err := ratelimit.New(store, ratelimit.NewPolicy(alg, 100, time.Second),
+				l, err := ratelimit.New(store, ratelimit.NewPolicy(alg, 100, time.Second), ratelimit.WithTimeout(c.budget),
 					ratelimit.WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 				if err != nil {
 					b.Fatal(err)
@@ -36,7 +44,7 @@ func Benchmark(b *testing.B, store ratelimit.Store) {
 				b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
 				b.ReportAllocs()
 				b.ResetTimer()
-				if par == 1 {
+				if par <= 1 {
 					for i := 0; i < b.N; i++ {
 						if _, err := l.Allow(ctx, keys[i%len(keys)]); err != nil {
 							b.Fatal(err)
@@ -59,4 +67,27 @@ func Benchmark(b *testing.B, store ratelimit.Store) {
 			})
 		}
 	}
+}
+
+// BenchmarkOption changes what Benchmark measures.
+type BenchmarkOption func(*benchConfig)
+
+type benchConfig struct {
+	goroutines []int
+	budget     time.Duration
+	algorithms []ratelimit.Algorithm
+}
+
+// Goroutines sets the numbers of goroutines Benchmark measures from, each a
+// sub-benchmark (default 1 and 64).
+func Goroutines(n ...int) BenchmarkOption { return func(c *benchConfig) { c.goroutines = n } }
+
+// Budget sets the Limiter's time budget (ratelimit.WithTimeout; default
+// ratelimit.DefaultTimeout). A call that misses it fails the benchmark.
+func Budget(d time.Duration) BenchmarkOption { return func(c *benchConfig) { c.budget = d } }
+
+// Algorithms sets the algorithms measured (default all), for a store that
+// supports only some.
+func Algorithms(algs ...ratelimit.Algorithm) BenchmarkOption {
+	return func(c *benchConfig) { c.algorithms = algs }
 }
