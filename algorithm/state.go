@@ -1,0 +1,154 @@
+package algorithm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Every state saves itself as bytes (encoding.BinaryMarshaler) and loads
+// itself back (encoding.BinaryUnmarshaler), so that a backend that decides
+// in Go on another store (a SQL row, a key-value server) keeps the exact
+// state between decisions: load, decide, save, in one transaction. The
+// format is a version byte, then the fields as varints; a state loaded
+// decides exactly as the one saved would have. How long it must be kept is
+// its Life (at least), past which it holds nothing that counts.
+
+// ErrBadState is wrapped by the error of UnmarshalBinary for bytes that are
+// no state of that type (or of a newer version); the state is then left as
+// it was.
+var ErrBadState = errors.New("algorithm: bad state")
+
+// stateVersion is the first byte of every saved state.
+const stateVersion = 1
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (f Fixed) MarshalBinary() ([]byte, error) {
+	return appendInts(nil, boolInt(f.started), f.start, f.count, f.aligned), nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler.
+func (f *Fixed) UnmarshalBinary(data []byte) error {
+	v, err := readInts(data, 4, "Fixed")
+	if err != nil {
+		return err
+	}
+	*f = Fixed{started: v[0] != 0, start: v[1], count: v[2], aligned: v[3]}
+	return nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (c SlidingCounter) MarshalBinary() ([]byte, error) {
+	return appendInts(nil, boolInt(c.started), c.start, c.prev, c.cur), nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler.
+func (c *SlidingCounter) UnmarshalBinary(data []byte) error {
+	v, err := readInts(data, 4, "SlidingCounter")
+	if err != nil {
+		return err
+	}
+	*c = SlidingCounter{started: v[0] != 0, start: v[1], prev: v[2], cur: v[3]}
+	return nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (b Bucket) MarshalBinary() ([]byte, error) {
+	return appendInts(nil, b.at, b.level, b.unit, b.drain), nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler.
+func (b *Bucket) UnmarshalBinary(data []byte) error {
+	v, err := readInts(data, 4, "Bucket")
+	if err != nil {
+		return err
+	}
+	if v[1] < 0 || (v[1] > 0 && (v[2] <= 0 || v[3] <= 0)) {
+		return fmt.Errorf("%w: Bucket: level %d under unit %d and drain %d", ErrBadState, v[1], v[2], v[3])
+	}
+	*b = Bucket{at: v[0], level: v[1], unit: v[2], drain: v[3]}
+	return nil
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler: the entries, oldest
+// first, each its time (the first in full, then from the one before) and
+// its cost.
+func (l Log) MarshalBinary() ([]byte, error) {
+	e := l.buf[l.head:]
+	ints := make([]int64, 0, 1+2*len(e))
+	ints = append(ints, int64(len(e)))
+	prev := int64(0)
+	for _, x := range e {
+		ints = append(ints, x.At-prev, x.Cost)
+		prev = x.At
+	}
+	return appendInts(nil, ints...), nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler.
+func (l *Log) UnmarshalBinary(data []byte) error {
+	if len(data) == 0 || data[0] != stateVersion {
+		return fmt.Errorf("%w: Log: not version %d", ErrBadState, stateVersion)
+	}
+	rest := data[1:]
+	n, k := binary.Varint(rest)
+	if k <= 0 || n < 0 || n > int64(len(rest)) { // an entry takes two bytes at least
+		return fmt.Errorf("%w: Log: entry count", ErrBadState)
+	}
+	rest = rest[k:]
+	e := make([]Entry, 0, n)
+	total, at := int64(0), int64(0)
+	for i := int64(0); i < n; i++ {
+		delta, k1 := binary.Varint(rest)
+		if k1 <= 0 {
+			return fmt.Errorf("%w: Log: entry %d", ErrBadState, i)
+		}
+		cost, k2 := binary.Varint(rest[k1:])
+		if k2 <= 0 || cost < 1 || (i > 0 && delta < 0) {
+			return fmt.Errorf("%w: Log: entry %d", ErrBadState, i)
+		}
+		rest = rest[k1+k2:]
+		at += delta
+		e = append(e, Entry{At: at, Cost: cost})
+		total += cost
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: Log: %d bytes past the entries", ErrBadState, len(rest))
+	}
+	*l = Log{buf: e, total: total}
+	return nil
+}
+
+func appendInts(b []byte, v ...int64) []byte {
+	b = append(b, stateVersion)
+	for _, x := range v {
+		b = binary.AppendVarint(b, x)
+	}
+	return b
+}
+
+// readInts reads the n integers of a saved state of the type named what.
+func readInts(data []byte, n int, what string) ([]int64, error) {
+	if len(data) == 0 || data[0] != stateVersion {
+		return nil, fmt.Errorf("%w: %s: not version %d", ErrBadState, what, stateVersion)
+	}
+	v, rest := make([]int64, n), data[1:]
+	for i := range v {
+		x, k := binary.Varint(rest)
+		if k <= 0 {
+			return nil, fmt.Errorf("%w: %s: field %d", ErrBadState, what, i)
+		}
+		v[i], rest = x, rest[k:]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %s: %d bytes past its fields", ErrBadState, what, len(rest))
+	}
+	return v, nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
