@@ -407,8 +407,9 @@ func (l *Limiter) settle(ctx context.Context, req Request, peek bool, d Decision
 		err = storeError(err)
 		d = Decision{}
 		// A cost the store says can never fit (a guard's share while its
-		// primary is down) is bad input for now: never admitted.
-		if l.failOpen && !errors.Is(err, ErrInvalidCost) {
+		// primary is down) is bad input for now, and an algorithm the store
+		// does not support a mistake of configuration: never admitted.
+		if l.failOpen && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, errors.ErrUnsupported) {
 			d = Decision{Allowed: true, Limit: req.Policy.MaxCost(), At: began, Source: SourceFailOpen}
 		}
 	}

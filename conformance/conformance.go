@@ -63,17 +63,39 @@ func InProcess(newStore NewStore) NewStore {
 }
 
 // Run runs every scenario against stores from newStore, once for each
-// algorithm, as subtests named after the behaviour they require.
-func Run(t *testing.T, newStore NewStore) {
-	for _, alg := range ratelimit.Algorithms() {
+// algorithm the store supports (every one unless Supports says otherwise),
+// as subtests named after the behaviour they require.
+func Run(t *testing.T, newStore NewStore, opts ...Option) {
+	c := options{algorithms: ratelimit.Algorithms()}
+	for _, o := range opts {
+		o(&c)
+	}
+	for _, alg := range c.algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) {
-					sc.run(t, &env{t: t, newStore: newStore, alg: alg})
+					sc.run(t, &env{t: t, newStore: newStore, alg: alg, algorithms: c.algorithms})
 				})
 			}
 		})
 	}
+	if len(c.algorithms) < len(ratelimit.Algorithms()) {
+		t.Run("refuses the algorithms it does not support", func(t *testing.T) { refusesUnsupported(t, newStore, c.algorithms) })
+	}
+}
+
+// Option changes what Run checks.
+type Option func(*options)
+
+type options struct {
+	algorithms []ratelimit.Algorithm
+}
+
+// Supports says which algorithms the store decides; the others it must
+// refuse, recording nothing, with an error wrapping errors.ErrUnsupported
+// (checked too). Scenarios that cross algorithms use only these.
+func Supports(algs ...ratelimit.Algorithm) Option {
+	return func(c *options) { c.algorithms = algs }
 }
 
 var scenarios = []struct {
@@ -116,8 +138,10 @@ type env struct {
 	t        *testing.T
 	newStore NewStore
 	alg      ratelimit.Algorithm
-	prefix   string
-	clock    *ManualClock
+	// algorithms are those the store supports (Supports).
+	algorithms []ratelimit.Algorithm
+	prefix     string
+	clock      *ManualClock
 }
 
 // start is where manual clocks start: a round time, so fixed windows of whole
@@ -135,11 +159,6 @@ func (e *env) policy(limit int, window time.Duration) ratelimit.Policy {
 
 func policyOf(alg ratelimit.Algorithm, limit int, window time.Duration) ratelimit.Policy {
 	return ratelimit.NewPolicy(alg, limit, window)
-}
-
-// otherAlgorithm is an algorithm other than the scenario's.
-func (e *env) otherAlgorithm() ratelimit.Algorithm {
-	return ratelimit.Algorithms()[(int(e.alg)+1)%len(ratelimit.Algorithms())]
 }
 
 // namespace is the key prefix of the scenario: random, so that scenarios and

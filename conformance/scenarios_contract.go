@@ -72,7 +72,7 @@ func peekRecordsNothing(t *testing.T, e *env) {
 
 func resetClearsEveryAlgorithm(t *testing.T, e *env) {
 	s, ctx := e.newStore(t), context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range e.algorithms {
 		p := policyOf(alg, 3, time.Minute)
 		for _, id := range []string{"user", "bystander"} {
 			d, err := s.Take(ctx, e.request("", id, p, 2))
@@ -84,7 +84,7 @@ func resetClearsEveryAlgorithm(t *testing.T, e *env) {
 		mustEqual(t, 1, d.Count, "%v: the same key under another prefix", alg)
 	}
 	mustNoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "user"}))
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range e.algorithms {
 		p := policyOf(alg, 3, time.Minute)
 		d, err := s.Peek(ctx, e.request("", "user", p, 1))
 		mustNoError(t, err)

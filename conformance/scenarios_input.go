@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -135,4 +137,30 @@ func refusesWhatItCannotDecide(t *testing.T, e *env) {
 	_, err = l.Allow(ctx, "user")
 	mustErrorIs(t, err, ratelimit.ErrInvalidArgument, "a Limiter's clock before the epoch")
 	mustNotErrorIs(t, err, ratelimit.ErrStore, "refused before the store")
+}
+
+// refusesUnsupported requires every method of a store to refuse an
+// algorithm it does not support with an error wrapping
+// errors.ErrUnsupported, recording nothing.
+func refusesUnsupported(t *testing.T, newStore NewStore, supported []ratelimit.Algorithm) {
+	s, ctx := newStore(t), context.Background()
+	e := &env{t: t, newStore: newStore}
+	for _, alg := range ratelimit.Algorithms() {
+		if slices.Contains(supported, alg) {
+			continue
+		}
+		req := e.request("", "user", policyOf(alg, 3, time.Minute), 1)
+		_, err := s.Take(ctx, req)
+		mustErrorIs(t, err, errors.ErrUnsupported, "Take under %v", alg)
+		_, err = s.Peek(ctx, req)
+		mustErrorIs(t, err, errors.ErrUnsupported, "Peek under %v", alg)
+		if rs, ok := s.(ratelimit.RefundStore); ok {
+			_, err = rs.Refund(ctx, req)
+			mustErrorIs(t, err, errors.ErrUnsupported, "Refund under %v", alg)
+		}
+		if ms, ok := s.(ratelimit.MultiStore); ok {
+			_, err = ms.TakeAll(ctx, []ratelimit.Request{req})
+			mustErrorIs(t, err, errors.ErrUnsupported, "TakeAll under %v", alg)
+		}
+	}
 }
