@@ -90,10 +90,22 @@ func (r *Request) Retention() time.Duration { return max(r.Retain, r.Policy.Wind
 // Every method returns a Decision or an error, never both: a store that
 // cannot decide returns an error and leaves the choice of what to do to the
 // Limiter's failure mode. A store must not panic; wrap a client's failures
-// in an error.
+// in an error. It refuses what Request.Validate reports before deciding, and
+// an algorithm it does not support with an error wrapping
+// errors.ErrUnsupported.
+//
+// What a store keeps: a key's state under each algorithm (package
+// algorithm's types save themselves as bytes), for at least
+// Request.Retention after each write, and as long as the state still
+// counts (the algorithm's Life), whichever is longer: state dropped sooner
+// lets a key through again. A Decision's times are as time.UnixMicro makes
+// them (the local zone, no monotonic reading): the conformance suite
+// compares decisions field by field.
 type Store interface {
-	// Take decides req and records it if admitted. A denial records
-	// nothing.
+	// Take decides req and records it if admitted. A denial records no
+	// request, but writes in one case: state from the future (written at a
+	// time later than req's, by a clock that stepped back) is re-timed to
+	// req's time, as the rules in package algorithm say.
 	Take(ctx context.Context, req Request) (Decision, error)
 	// Peek decides req as Take would at this moment, and records nothing,
 	// not even the pruning of what has left the window.
