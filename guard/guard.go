@@ -31,8 +31,8 @@
 // caller's own context by ratelimit.CallerContext: a budget that runs out
 // during the primary's call is the primary's failure, and one that ran out
 // before it (a budget shorter than the wait for the CPU) leaves the call to
-// the fallback, which answers whenever the primary could not. Reset goes to the primary (through the breaker)
-// and always to the fallback.
+// the fallback, which answers whenever the primary could not. Reset goes to
+// the primary (through the breaker) and always to the fallback.
 package guard
 
 import (

@@ -174,12 +174,11 @@ func (sh *shard) decide(req *ratelimit.Request, now, storeNow int64, o op) (algo
 			if !sh.add(req.Key.ID, e, storeNow) {
 				return algorithm.Outcome{}, fmt.Errorf("%w (%d keys in this shard)", ErrFull, sh.keys.capacity)
 			}
-			ok = false // a new key is on probation until it is used again
 		}
 		e.slots = append(e.slots, slot{prefix: req.Key.Prefix, alg: alg})
 		sl = &e.slots[len(e.slots)-1]
 	}
-	if ok {
+	if ok { // a key held before is used again; a new one waits on probation
 		sh.keys.used(req.Key.ID, e)
 	}
 	r := sh.rateOf(&req.Policy)
