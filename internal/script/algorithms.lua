@@ -161,7 +161,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
       local at
       if known and extra == 0 then -- every entry is one unit, and in the window
         if k == 1 then
-          at = oldest
+          at = oldest or now
         else
           at = tonumber(redis.call('ZRANGE', log, k - 1, k - 1, 'WITHSCORES')[2]) or now
         end
