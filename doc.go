@@ -22,8 +22,9 @@
 //     Burst ([TokenBucket]): O(1) memory, exact retry-after.
 //
 // Denied requests are never recorded. All the steps of a decision (prune,
-// count, admit, record) are one atomic operation of the [Store]: a lock in
-// the memory store, one Lua script in one round trip on Redis or Valkey.
+// count, admit, record) are one atomic operation of the store (whose
+// contract is package backend): a lock in the memory store, one Lua script
+// in one round trip on Redis or Valkey.
 // Many app instances sharing one server therefore never admit more than the
 // algorithm allows between them. Every decision does bounded work, whatever
 // its cost, and every quantity is computed exactly on every backend within

@@ -3,10 +3,13 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Sentinel errors. Errors returned by this module wrap one of them with
-// detail, so test them with errors.Is.
+// detail, so test them with errors.Is. They are the backend contract's own
+// (ratelimit.ErrStore is backend.ErrStore), so a store's errors match them.
 var (
 	// ErrInvalidPolicy is returned for a policy outside its bounds (see
 	// Policy.Validate: a limit or burst not in [1, MaxLimit], a sliding
@@ -14,22 +17,22 @@ var (
 	// window algorithm, an unknown algorithm), a window longer than the
 	// Limiter's retention, and a PolicyFunc that fails or returns one of
 	// these.
-	ErrInvalidPolicy = errors.New("ratelimit: invalid policy")
+	ErrInvalidPolicy = backend.ErrInvalidPolicy
 	// ErrInvalidKey is returned for an empty key, a key longer than
 	// MaxKeyLen bytes, or a prefix longer than MaxPrefixLen bytes.
-	ErrInvalidKey = errors.New("ratelimit: invalid key")
+	ErrInvalidKey = backend.ErrInvalidKey
 	// ErrInvalidCost is returned when the cost n of AllowN or Refund is
 	// not in [1, Policy.MaxCost()], and for a refund of more than the key
 	// has in use.
-	ErrInvalidCost = errors.New("ratelimit: invalid cost")
+	ErrInvalidCost = backend.ErrInvalidCost
 	// ErrInvalidArgument is returned for a nil store, limiter or context,
 	// or keys that do not match the limiters of a Multi.
-	ErrInvalidArgument = errors.New("ratelimit: invalid argument")
+	ErrInvalidArgument = backend.ErrInvalidArgument
 	// ErrStore is returned when the store failed to decide (server down,
 	// timeout, cancelled context...) and the Limiter has no failure mode
 	// that answers instead. The store's own error is wrapped too, so
 	// errors.Is(err, context.DeadlineExceeded) works as well.
-	ErrStore = errors.New("ratelimit: store failed")
+	ErrStore = backend.ErrStore
 )
 
 // storeError wraps err with ErrStore unless a store already did.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Multi applies several Limiters to one request, each to its own key (per
@@ -14,7 +16,7 @@ import (
 //
 // A denial consumes no quota from the other policies. When every Limiter
 // shares one store that can decide several requests atomically (a
-// MultiStore: the memory store always; Redis and Valkey when every key lives
+// backend.MultiStore: the memory store always; Redis and Valkey when every key lives
 // in one hash slot, as several policies on the same key do), the whole
 // decision is one atomic step and this holds exactly. Otherwise Multi first
 // peeks at every policy; when one would deny, it asks that policy alone (a
@@ -29,7 +31,7 @@ type Multi struct {
 	// atomic is the store every Limiter shares, when it is a MultiStore and
 	// no Limiter is in dry-run mode (whose admissions must not hold back the
 	// others' records).
-	atomic MultiStore
+	atomic backend.MultiStore
 }
 
 // MultiDecision is the strictest of the policies' decisions.
@@ -61,7 +63,7 @@ func NewMulti(limiters ...*Limiter) (*Multi, error) {
 		}
 	}
 	m := &Multi{limiters: limiters}
-	if ms, ok := limiters[0].store.(MultiStore); ok && reflect.TypeOf(ms).Comparable() {
+	if ms, ok := limiters[0].store.(backend.MultiStore); ok && reflect.TypeOf(ms).Comparable() {
 		m.atomic = ms
 		for _, l := range limiters {
 			if l.dryRun || l.store != limiters[0].store {
@@ -87,42 +89,37 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 	if len(keys) != len(m.limiters) {
 		return MultiDecision{}, fmt.Errorf("%w: %d keys for %d limiters", ErrInvalidArgument, len(keys), len(m.limiters))
 	}
-	reqs := make([]Request, len(m.limiters))
+	cs := make([]*compiled, len(m.limiters))
+	reqs := make([]backend.Request, len(m.limiters))
 	for i, l := range m.limiters {
 		if err := checkArgs(ctx, keys[i]); err != nil {
 			return MultiDecision{}, err
 		}
-		p, err := l.policyOf(ctx, keys[i])
-		if err != nil {
-			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
-		}
-		if err := p.checkCost(n); err != nil {
-			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
-		}
-		if reqs[i], err = l.request(keys[i], p, n); err != nil {
+		var err error
+		if cs[i], reqs[i], err = l.request(ctx, keys[i], n); err != nil {
 			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
 		}
 	}
 	out := MultiDecision{Decisions: make([]Decision, len(m.limiters)), Policies: make([]Policy, len(m.limiters))}
-	for i := range reqs {
-		out.Policies[i] = reqs[i].Policy
+	for i := range cs {
+		out.Policies[i] = cs[i].policy
 	}
 	if m.atomic != nil {
-		done, err := m.takeAll(ctx, reqs, &out)
+		done, err := m.takeAll(ctx, cs, reqs, &out)
 		if done || err != nil {
 			return out, err
 		}
 	}
 	if len(m.limiters) > 1 {
 		for i, l := range m.limiters {
-			d, err := l.peek(ctx, reqs[i])
+			d, err := l.peek(ctx, cs[i], reqs[i])
 			if err != nil {
 				return MultiDecision{}, err
 			}
 			if !d.Allowed {
 				// Would deny: ask this policy alone, which records nothing
 				// on a denial and is the decision of record.
-				d, err = l.take(ctx, reqs[i])
+				d, err = l.take(ctx, cs[i], reqs[i])
 				if err != nil {
 					return MultiDecision{}, err
 				}
@@ -132,11 +129,11 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 					return out, nil
 				}
 				// Quota came free since the peek: taken here, now the rest.
-				return m.takeRest(ctx, reqs, out, i)
+				return m.takeRest(ctx, cs, reqs, out, i)
 			}
 		}
 	}
-	return m.takeRest(ctx, reqs, out, -1)
+	return m.takeRest(ctx, cs, reqs, out, -1)
 }
 
 // RefundN gives back n to every Limiter, for a request that AllowN admitted
@@ -158,20 +155,17 @@ func (m *Multi) RefundN(ctx context.Context, keys []string, n int) error {
 
 // takeAll decides reqs in one atomic step of the shared store. It reports
 // false, with no error, when the store cannot decide them together.
-func (m *Multi) takeAll(ctx context.Context, reqs []Request, out *MultiDecision) (bool, error) {
+func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Request, out *MultiDecision) (bool, error) {
 	began := time.Now()
 	sctx, cancel := m.limiters[0].budget(ctx, began)
-	ds, err := m.atomic.TakeAll(sctx, reqs)
+	outs := make([]backend.Outcome, len(reqs))
+	err := m.atomic.TakeAll(sctx, reqs, outs)
 	cancel()
 	if errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
 	}
 	for i, l := range m.limiters {
-		var d Decision
-		if err == nil {
-			d = ds[i]
-		}
-		d, lerr := l.settle(ctx, reqs[i], false, d, err, began)
+		d, lerr := l.settle(ctx, cs[i], reqs[i], false, &outs[i], err, began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr
@@ -183,12 +177,12 @@ func (m *Multi) takeAll(ctx context.Context, reqs []Request, out *MultiDecision)
 }
 
 // takeRest takes from every Limiter but the one already taken from.
-func (m *Multi) takeRest(ctx context.Context, reqs []Request, out MultiDecision, taken int) (MultiDecision, error) {
+func (m *Multi) takeRest(ctx context.Context, cs []*compiled, reqs []backend.Request, out MultiDecision, taken int) (MultiDecision, error) {
 	for i, l := range m.limiters {
 		if i == taken {
 			continue
 		}
-		d, err := l.take(ctx, reqs[i])
+		d, err := l.take(ctx, cs[i], reqs[i])
 		if err != nil {
 			return MultiDecision{}, err
 		}

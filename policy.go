@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Algorithm selects how a Policy counts requests (see the package
@@ -69,16 +71,13 @@ func (a Algorithm) String() string {
 // numbers are doubles, exact up to 2^53) and in bounded time and memory.
 const (
 	// MaxLimit bounds Limit and Burst for every algorithm: about 1.1e12.
-	MaxLimit = 1 << 40
+	MaxLimit = backend.MaxLimit
 	// MaxLogLimit bounds Limit for SlidingWindow, whose memory and worst
 	// decision grow with it (at most one entry per admitted request). For
 	// larger limits use SlidingWindowCounter or GCRA, whose state is O(1).
-	MaxLogLimit = 10_000
+	MaxLogLimit = backend.MaxLogLimit
 	// MaxWindow bounds Window: 100 days.
-	MaxWindow = 100 * 24 * time.Hour
-	// maxGCRAUnits bounds Burst times the emission interval, in the exact
-	// units the algorithm computes in (see algorithm.NewRate).
-	maxGCRAUnits = 1 << 52
+	MaxWindow = backend.MaxWindow
 )
 
 // Policy is a limit of Limit requests per Window, counted by Algorithm; for
@@ -135,55 +134,12 @@ func TokenBucket(rate int, period time.Duration, burst int) Policy {
 	return Policy{Limit: rate, Window: period, Algorithm: GCRA, Burst: burst}
 }
 
-// Validate reports why p cannot be used, wrapping ErrInvalidPolicy, or nil.
+// Validate reports why p cannot be used, wrapping ErrInvalidPolicy, or nil:
+// a limit or burst not in [1, MaxLimit], a sliding log over MaxLogLimit, a
+// window not in [1ms, MaxWindow], a burst on a window algorithm, a GCRA
+// queue too long to compute exactly, an unknown algorithm.
 func (p Policy) Validate() error {
-	switch {
-	case p.Limit <= 0:
-		return fmt.Errorf("%w: limit %d is not positive", ErrInvalidPolicy, p.Limit)
-	case p.Limit > MaxLimit:
-		return fmt.Errorf("%w: limit %d is over MaxLimit (%d)", ErrInvalidPolicy, p.Limit, MaxLimit)
-	case p.Window < time.Millisecond:
-		return fmt.Errorf("%w: window %v is shorter than 1ms", ErrInvalidPolicy, p.Window)
-	case p.Window > MaxWindow:
-		return fmt.Errorf("%w: window %v is longer than MaxWindow (%v)", ErrInvalidPolicy, p.Window, MaxWindow)
-	}
-	switch p.Algorithm {
-	case SlidingWindow:
-		if p.Limit > MaxLogLimit {
-			return fmt.Errorf("%w: limit %d is over MaxLogLimit (%d) for the sliding log, which keeps an entry per request: use SlidingWindowCounter or GCRA", ErrInvalidPolicy, p.Limit, MaxLogLimit)
-		}
-	case FixedWindow, SlidingWindowCounter:
-	case GCRA:
-		switch {
-		case p.Burst <= 0:
-			return fmt.Errorf("%w: GCRA needs a burst of at least 1, got %d", ErrInvalidPolicy, p.Burst)
-		case p.Burst > MaxLimit:
-			return fmt.Errorf("%w: burst %d is over MaxLimit (%d)", ErrInvalidPolicy, p.Burst, MaxLimit)
-		case int64(p.Burst) > maxGCRAUnits/gcraUnit(p):
-			return fmt.Errorf("%w: a burst of %d at %d per %v is too long a queue to compute exactly: lower the burst, or make the window a multiple of the limit in microseconds", ErrInvalidPolicy, p.Burst, p.Limit, p.Window)
-		}
-		return nil
-	default:
-		return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidPolicy, p.Algorithm)
-	}
-	if p.Burst != 0 {
-		return fmt.Errorf("%w: burst %d: only GCRA has a burst", ErrInvalidPolicy, p.Burst)
-	}
-	return nil
-}
-
-// gcraUnit is what one request weighs in GCRA's exact units: the window in
-// µs over its greatest common divisor with the limit.
-func gcraUnit(p Policy) int64 {
-	w := p.Window.Microseconds()
-	return w / gcd(w, int64(p.Limit))
-}
-
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
+	return backend.CheckPolicy(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst))
 }
 
 // MaxCost is the largest cost a request may have under p: Limit, or Burst

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 func TestPolicyValidation(t *testing.T) {
@@ -65,13 +66,19 @@ func TestPrefixValidation(t *testing.T) {
 // failingStore is a Store whose server is gone.
 type failingStore struct{ err error }
 
-func (f failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
-	return ratelimit.Decision{Allowed: true}, f.err
+func (f failingStore) Take(context.Context, backend.Request) (backend.Outcome, error) {
+	return allowed(), f.err
 }
-func (f failingStore) Peek(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
-	return ratelimit.Decision{Allowed: true}, f.err
+func (f failingStore) Peek(context.Context, backend.Request) (backend.Outcome, error) {
+	return allowed(), f.err
 }
-func (f failingStore) Reset(context.Context, ratelimit.Key) error { return f.err }
+func (f failingStore) Reset(context.Context, string, string) error { return f.err }
+
+func allowed() backend.Outcome {
+	var out backend.Outcome
+	out.Allowed = true
+	return out
+}
 
 func TestStoreErrorsAreWrappedNeverDecisions(t *testing.T) {
 	cause := errors.New("connection refused")
@@ -98,13 +105,13 @@ type deadlineStore struct {
 	deadlines []time.Duration // until the deadline, or -1 for none
 }
 
-func (s *deadlineStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *deadlineStore) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	until := time.Duration(-1)
 	if d, ok := ctx.Deadline(); ok {
 		until = time.Until(d)
 	}
 	s.deadlines = append(s.deadlines, until)
-	return ratelimit.Decision{Allowed: true, Limit: req.Policy.Limit}, nil
+	return allowed(), nil
 }
 
 func TestEveryStoreCallHasATimeBudget(t *testing.T) {

@@ -69,6 +69,11 @@ type Outcome struct {
 	ResetAt    int64 // µs since the Unix epoch
 	RetryAfter int64 // µs; 0 when allowed
 	At         int64 // µs since the Unix epoch: the decision's time
+	// Life is set when the decision wrote the state (an admission, a
+	// refund): how long after At the state still counts. A store keeps it
+	// at least that long, and at least its retention; 0 leaves the time
+	// it is kept as it was.
+	Life int64
 }
 
 // Rate is a policy in the units the algorithms compute in.

@@ -6,16 +6,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ratelimit-go/ratelimit"
 )
 
 const ms = int64(1000) // µs
 
 // rateOf is p in the algorithms' units.
-func rateOf(p ratelimit.Policy) Rate {
+func rateOf(p policy) Rate {
 	burst := int64(0)
-	if p.Algorithm == ratelimit.GCRA {
+	if p.Algorithm == gcra {
 		burst = int64(p.Burst)
 	}
 	return NewRate(int64(p.Limit), p.Window.Microseconds(), burst)
@@ -32,6 +30,7 @@ type step struct {
 type decider interface {
 	Take(now int64, r Rate, n int64) Outcome
 	Peek(now int64, r Rate, n int64) Outcome
+	Life(now int64, r Rate) int64
 }
 
 func run(t *testing.T, d decider, r Rate, steps []step) {
@@ -43,17 +42,23 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 		} else {
 			out = d.Take(s.at*ms, r, s.cost)
 		}
+		if s.cost != 0 && out.Allowed { // a write says how long the state counts
+			assert.Equal(t, d.Life(s.at*ms, r), out.Life, "%s: Life", s.name)
+			assert.Positive(t, out.Life, "%s: Life", s.name)
+			out.Life = 0
+		}
+		assert.Zero(t, out.Life, "%s: a peek or a denial writes no Life", s.name)
 		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: s.at * ms}
 		assert.Equal(t, want, out, s.name)
 	}
 }
 
-func rate(limit int, window time.Duration, alg ratelimit.Algorithm, burst int) Rate {
-	return rateOf(ratelimit.Policy{Limit: limit, Window: window, Algorithm: alg, Burst: burst})
+func rate(limit int, window time.Duration, alg kind, burst int) Rate {
+	return rateOf(policy{Limit: limit, Window: window, Algorithm: alg, Burst: burst})
 }
 
 func TestLogFollowsTheRules(t *testing.T) {
-	run(t, &Log{}, rate(3, 100*time.Millisecond, ratelimit.SlidingWindow, 0), []step{
+	run(t, &Log{}, rate(3, 100*time.Millisecond, slidingWindow, 0), []step{
 		{"peek on an empty log", 0, 0, true, 0, 0, 0},
 		{"first request", 0, 1, true, 1, 100, 0},
 		{"two at once: one entry of cost 2", 10, 2, true, 3, 100, 0},
@@ -70,8 +75,8 @@ func TestLogFollowsTheRules(t *testing.T) {
 // millions.
 func TestLogHoldsAnEntryPerRequest(t *testing.T) {
 	var l Log
-	r := rate(ratelimit.MaxLogLimit, time.Hour, ratelimit.SlidingWindow, 0)
-	require.True(t, l.Take(0, r, ratelimit.MaxLogLimit-1).Allowed)
+	r := rate(maxLogLimit, time.Hour, slidingWindow, 0)
+	require.True(t, l.Take(0, r, maxLogLimit-1).Allowed)
 	require.True(t, l.Take(1, r, 1).Allowed)
 	require.False(t, l.Take(2, r, 1).Allowed)
 	assert.Equal(t, 2, l.Len())
@@ -82,7 +87,7 @@ func TestLogHoldsAnEntryPerRequest(t *testing.T) {
 // most, not one window after the time they claim.
 func TestLogRetimesTheFuture(t *testing.T) {
 	var l Log
-	r := rate(2, time.Second, ratelimit.SlidingWindow, 0)
+	r := rate(2, time.Second, slidingWindow, 0)
 	hour := int64(time.Hour / time.Microsecond)
 	l.Take(hour, r, 2)
 	out := l.Peek(0, r, 1)
@@ -94,7 +99,7 @@ func TestLogRetimesTheFuture(t *testing.T) {
 }
 
 func TestFixedFollowsTheRules(t *testing.T) {
-	run(t, &Fixed{}, rate(3, 100*time.Millisecond, ratelimit.FixedWindow, 0), []step{
+	run(t, &Fixed{}, rate(3, 100*time.Millisecond, fixedWindow, 0), []step{
 		{"peek before any window", 5, 0, true, 0, 100, 0},
 		{"first", 5, 2, true, 2, 100, 0},
 		{"fills the window", 99, 1, true, 3, 100, 0},
@@ -111,7 +116,7 @@ func TestFixedFollowsTheRules(t *testing.T) {
 func TestSlidingCounterFollowsTheRules(t *testing.T) {
 	// 10 per 100ms. Counts are the previous window's weighed by the
 	// thousandths of it still covered, rounded down, plus the current.
-	run(t, &SlidingCounter{}, rate(10, 100*time.Millisecond, ratelimit.SlidingWindowCounter, 0), []step{
+	run(t, &SlidingCounter{}, rate(10, 100*time.Millisecond, slidingWindowCounter, 0), []step{
 		{"peek before any window", 5, 0, true, 0, 5, 0},
 		{"first: evenly spread, the first of 4 slides out 25ms into the next window", 5, 4, true, 4, 125, 0},
 		{"fills the window", 90, 6, true, 10, 110, 0},
@@ -146,7 +151,7 @@ func TestFitsAfterIsTheFirstFit(t *testing.T) {
 
 func TestBucketFollowsTheRules(t *testing.T) {
 	// 10 per second (one every 100ms), burst 3.
-	run(t, &Bucket{}, rate(10, time.Second, ratelimit.GCRA, 3), []step{
+	run(t, &Bucket{}, rate(10, time.Second, gcra, 3), []step{
 		{"peek at an empty bucket", 0, 0, true, 0, 0, 0},
 		{"a burst of 3 at once", 0, 3, true, 3, 100, 0},
 		{"full: the next fits after one interval", 0, 1, false, 3, 100, 100},
@@ -161,7 +166,7 @@ func TestBucketFollowsTheRules(t *testing.T) {
 // 333333.3µs) is computed exactly: three requests take exactly one second.
 func TestBucketIsExactForFractionalIntervals(t *testing.T) {
 	var b Bucket
-	r := rate(3, time.Second, ratelimit.GCRA, 3)
+	r := rate(3, time.Second, gcra, 3)
 	require.True(t, b.Take(0, r, 3).Allowed)
 	out := b.Take(0, r, 3)
 	assert.Equal(t, int64(1000*ms), out.RetryAfter)
@@ -171,7 +176,7 @@ func TestBucketIsExactForFractionalIntervals(t *testing.T) {
 
 func TestBucketFromTheFutureDrainsFromNow(t *testing.T) {
 	var b Bucket
-	r := rate(1, time.Second, ratelimit.GCRA, 2)
+	r := rate(1, time.Second, gcra, 2)
 	hour := int64(time.Hour / time.Microsecond)
 	b.Take(hour, r, 2)
 	out := b.Take(0, r, 1)
@@ -185,10 +190,10 @@ func TestRefunds(t *testing.T) {
 		decider
 		Refund(now int64, r Rate, n int64) (Outcome, bool)
 	}
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range kinds() {
 		t.Run(alg.String(), func(t *testing.T) {
-			states := map[ratelimit.Algorithm]refunder{ratelimit.SlidingWindow: &Log{}, ratelimit.FixedWindow: &Fixed{},
-				ratelimit.SlidingWindowCounter: &SlidingCounter{}, ratelimit.GCRA: &Bucket{}}
+			states := map[kind]refunder{slidingWindow: &Log{}, fixedWindow: &Fixed{},
+				slidingWindowCounter: &SlidingCounter{}, gcra: &Bucket{}}
 			s, r := states[alg], rate(5, time.Second, alg, 5)
 			require.True(t, s.Take(0, r, 2).Allowed)
 			require.True(t, s.Take(0, r, 3).Allowed)
@@ -216,7 +221,7 @@ func TestWindowStartBeforeTheEpoch(t *testing.T) {
 // plus the new length), denying for up to a window too long.
 func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
 	var f Fixed
-	old, r := rate(2, 300*time.Millisecond, ratelimit.FixedWindow, 0), rate(2, 340*time.Millisecond, ratelimit.FixedWindow, 0)
+	old, r := rate(2, 300*time.Millisecond, fixedWindow, 0), rate(2, 340*time.Millisecond, fixedWindow, 0)
 	require.True(t, f.Take(900*ms, old, 2).Allowed) // a window starting at 900ms, not a multiple of 340ms
 	out := f.Take(1000*ms, r, 1)
 	require.False(t, out.Allowed)
@@ -229,11 +234,11 @@ func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
 // state, without a panic (the counter once divided by zero on it, reached
 // from a guard's share smaller than the cost).
 func TestACostOverTheLimitIsDeniedWithoutAPanic(t *testing.T) {
-	for _, alg := range ratelimit.Algorithms() {
-		r := rateOf(ratelimit.NewPolicy(alg, 2, time.Second))
-		fresh := map[ratelimit.Algorithm]func() decider{
-			ratelimit.SlidingWindow: func() decider { return &Log{} }, ratelimit.FixedWindow: func() decider { return &Fixed{} },
-			ratelimit.SlidingWindowCounter: func() decider { return &SlidingCounter{} }, ratelimit.GCRA: func() decider { return &Bucket{} },
+	for _, alg := range kinds() {
+		r := rateOf(newPolicy(alg, 2, time.Second))
+		fresh := map[kind]func() decider{
+			slidingWindow: func() decider { return &Log{} }, fixedWindow: func() decider { return &Fixed{} },
+			slidingWindowCounter: func() decider { return &SlidingCounter{} }, gcra: func() decider { return &Bucket{} },
 		}[alg]
 		name := alg.String()
 		{

@@ -75,7 +75,7 @@ func (c *SlidingCounter) decide(now int64, r Rate, n int64, record bool) Outcome
 	} else if record {
 		s.cur += n
 		*c = s
-		out.Count += n
+		out.Count, out.Life = out.Count+n, s.start+2*w-now
 	}
 	out.ResetAt = s.nextDrop(now, w)
 	return out
@@ -104,7 +104,9 @@ func (c *SlidingCounter) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	fromCur := min(n, s.cur)
 	s.cur, s.prev = s.cur-fromCur, s.prev-(n-fromCur)
 	*c = s
-	return c.Peek(now, r, 1), true
+	out := c.Peek(now, r, 1)
+	out.Life = c.Life(now, r)
+	return out, true
 }
 
 // Empty reports whether the state holds no window.

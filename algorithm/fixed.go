@@ -46,7 +46,7 @@ func (f *Fixed) decide(now int64, r Rate, n int64, record bool) Outcome {
 		}
 	case record:
 		*f = Fixed{start: start, count: count + n, aligned: f.alignedTo(start, r.Window), started: true}
-		out.Count = f.count
+		out.Count, out.Life = f.count, out.ResetAt-now
 	}
 	return out
 }
@@ -59,7 +59,9 @@ func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	*f = Fixed{start: start, count: count - n, aligned: f.alignedTo(start, r.Window), started: true}
-	return f.Peek(now, r, 1), true
+	out := f.Peek(now, r, 1)
+	out.Life = f.Life(now, r)
+	return out, true
 }
 
 // alignedTo is the window length that start, the start of the current

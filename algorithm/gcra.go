@@ -43,6 +43,7 @@ func (b *Bucket) decide(now int64, r Rate, n int64, record bool) Outcome {
 	} else if record {
 		level += n * r.Unit
 		*b = Bucket{at: now, level: level, unit: r.Unit, drain: r.Drain}
+		out.Life = ceilDiv(level, r.Drain)
 	}
 	out.Count, out.ResetAt = bucketCount(level, now, r)
 	return out
@@ -66,7 +67,9 @@ func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	*b = Bucket{at: now, level: max(level-n*r.Unit, 0), unit: r.Unit, drain: r.Drain}
-	return b.Peek(now, r, 1), true
+	out := b.Peek(now, r, 1)
+	out.Life = b.Life(now, r)
+	return out, true
 }
 
 // Empty reports whether the bucket is empty as written.

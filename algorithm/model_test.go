@@ -9,9 +9,24 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/conformance"
-	"github.com/ratelimit-go/ratelimit/internal/outcome"
 )
+
+// ruleOf is p compiled, as a Limiter compiles it.
+func ruleOf(t *testing.T, p ratelimit.Policy) *backend.Rule {
+	t.Helper()
+	r, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, "p:")
+	require.NoError(t, err)
+	return r
+}
+
+// answer is out as a store answers it, without the Life the model does not
+// compute.
+func answer(out algorithm.Outcome) backend.Outcome {
+	out.Life = 0
+	return backend.Outcome{Outcome: out}
+}
 
 type state interface {
 	Take(now int64, r algorithm.Rate, n int64) algorithm.Outcome
@@ -63,23 +78,23 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 		if rng.Intn(200) == 0 {
 			p = policy()
 		}
-		req := ratelimit.Request{Key: ratelimit.Key{Prefix: "p:", ID: "k"}, Policy: p, Cost: 1 + rng.Intn(p.MaxCost()),
-			Clock: ratelimit.CallerClock, Now: now}
-		nowUS, r, n := algorithm.Micros(now), outcome.Rate(p), int64(req.Cost)
-		var want, got ratelimit.Decision
+		rule := ruleOf(t, p)
+		req := backend.Request{Rule: rule, Key: "k", Cost: int64(1 + rng.Intn(p.MaxCost())), Now: now.UnixMicro()}
+		nowUS, r, n := req.Now, rule.Rate(), req.Cost
+		var want, got backend.Outcome
 		switch k := rng.Intn(10); {
 		case k < 2:
-			want, got = model.Peek(req), outcome.Decision(st.Peek(nowUS, r, n), p.MaxCost())
+			want, got = model.Peek(req), answer(st.Peek(nowUS, r, n))
 		case k < 3:
 			var wantOK, gotOK bool
 			want, wantOK = model.Refund(req)
 			out, gotOK := st.Refund(nowUS, r, n)
 			require.Equal(t, wantOK, gotOK, "seed %d step %d: refund %+v", seed, i, req)
 			if gotOK {
-				got = outcome.Decision(out, p.MaxCost())
+				got = answer(out)
 			}
 		default:
-			want, got = model.Take(req), outcome.Decision(st.Take(nowUS, r, n), p.MaxCost())
+			want, got = model.Take(req), answer(st.Take(nowUS, r, n))
 		}
 		require.Equal(t, want, got, "seed %d step %d: %+v", seed, i, req)
 	}
@@ -94,7 +109,7 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 func TestSlidingCounterStaysWithinItsBound(t *testing.T) {
 	const limit, window = 100, int64(1_000_000)
 	p := ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, limit, time.Second)
-	r := outcome.Rate(p)
+	r := ruleOf(t, p).Rate()
 	worst := func(times []int64) int { // the most admissions in any interval of one window
 		most := 0
 		for j := range times {

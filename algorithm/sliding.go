@@ -47,7 +47,7 @@ func (l *Log) decide(now int64, r Rate, n int64, record bool) Outcome {
 	} else if record {
 		l.insert(now, n)
 		e = l.buf[l.head+first:]
-		out.Count += n
+		out.Count, out.Life = out.Count+n, r.Window // the new entry is the newest
 	}
 	if len(e) > 0 {
 		out.ResetAt = min(e[0].At, now) + r.Window
@@ -129,7 +129,9 @@ func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	if l.head == len(l.buf) {
 		l.buf, l.head = l.buf[:0], 0
 	}
-	return l.Peek(now, r, 1), true
+	out := l.Peek(now, r, 1)
+	out.Life = l.Life(now, r)
+	return out, true
 }
 
 // Empty reports whether the log holds no entry.

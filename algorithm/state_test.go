@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/ratelimit-go/ratelimit"
 )
 
 // savable is a state that decides, refunds and saves itself.
@@ -19,13 +17,13 @@ type savable interface {
 	Refund(now int64, r Rate, n int64) (Outcome, bool)
 }
 
-func fresh(alg ratelimit.Algorithm) savable {
+func fresh(alg kind) savable {
 	switch alg {
-	case ratelimit.FixedWindow:
+	case fixedWindow:
 		return &Fixed{}
-	case ratelimit.SlidingWindowCounter:
+	case slidingWindowCounter:
 		return &SlidingCounter{}
-	case ratelimit.GCRA:
+	case gcra:
 		return &Bucket{}
 	}
 	return &Log{}
@@ -36,14 +34,14 @@ func fresh(alg ratelimit.Algorithm) savable {
 // refunds, clocks that step back, policies that change.
 func TestAStateSavedAndLoadedDecidesTheSame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range kinds() {
 		kept, saved := fresh(alg), fresh(alg)
 		now := int64(1_700_000_000_000_000)
-		p := ratelimit.NewPolicy(alg, 5, 100*time.Millisecond)
+		p := newPolicy(alg, 5, 100*time.Millisecond)
 		for i := 0; i < 5000; i++ {
 			now += rng.Int64N(40*ms) - 10*ms
 			if rng.IntN(50) == 0 {
-				p = ratelimit.NewPolicy(alg, 1+rng.IntN(8), time.Duration(1+rng.IntN(300))*time.Millisecond)
+				p = newPolicy(alg, 1+rng.IntN(8), time.Duration(1+rng.IntN(300))*time.Millisecond)
 			}
 			r, n := rateOf(p), int64(1+rng.IntN(p.MaxCost()))
 			data, err := saved.MarshalBinary()
@@ -69,9 +67,9 @@ func TestAStateSavedAndLoadedDecidesTheSame(t *testing.T) {
 // Bytes that are no state are refused with ErrBadState, and the state is
 // left as it was.
 func TestBadBytesAreNoState(t *testing.T) {
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range kinds() {
 		s := fresh(alg)
-		r := rateOf(ratelimit.NewPolicy(alg, 5, time.Second))
+		r := rateOf(newPolicy(alg, 5, time.Second))
 		s.Take(0, r, 2)
 		before, err := s.MarshalBinary()
 		require.NoError(t, err)

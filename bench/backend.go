@@ -16,6 +16,7 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
@@ -25,10 +26,10 @@ import (
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
-// backend is a store under test, with what the report measures on its server.
-type backend struct {
+// target is a store under test, with what the report measures on its server.
+type target struct {
 	name  string
-	store ratelimit.Store
+	store backend.Store
 	addr  string                  // the server (a node of a cluster), for network backends
 	admin goredis.UniversalClient // MEMORY USAGE, SCRIPT LOAD; nil for memory
 	nodes []*goredis.Client       // INFO commandstats of each master
@@ -95,13 +96,13 @@ func (s *servers) stopAll() {
 // "redis-cluster", "valkey-cluster") on addr: one server's address, or the
 // comma-separated addresses of a cluster's nodes (which makes "redis" and
 // "valkey" cluster backends too); with no addr, on servers of its own.
-func openBackend(name, addr string, srvs *servers) (*backend, error) {
+func openBackend(name, addr string, srvs *servers) (*target, error) {
 	if name == "memory" {
 		st, err := memory.New()
 		if err != nil {
 			return nil, err
 		}
-		return &backend{name: name, store: st, close: func() { _ = st.Close() }}, nil
+		return &target{name: name, store: st, close: func() { _ = st.Close() }}, nil
 	}
 	client, cluster := strings.TrimSuffix(name, "-cluster"), strings.HasSuffix(name, "-cluster")
 	binaries := []string{"redis-server", "valkey-server"}
@@ -123,7 +124,7 @@ func openBackend(name, addr string, srvs *servers) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{name: name, addr: addrs[0], cluster: cluster}
+	b := &target{name: name, addr: addrs[0], cluster: cluster}
 	closers := []func(){}
 	b.close = func() {
 		for _, c := range closers {
@@ -169,7 +170,7 @@ func openBackend(name, addr string, srvs *servers) (*backend, error) {
 }
 
 // cached is b behind a nearcache of denials, sharing its server.
-func (b *backend) cached() (*backend, error) {
+func (b *target) cached() (*target, error) {
 	c, err := nearcache.New(b.store, 0)
 	if err != nil {
 		return nil, err
@@ -219,7 +220,7 @@ var scriptCall = regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z_]+)['"]`)
 
 // commandStats reads INFO commandstats: calls and time per command, summed
 // over the masters of a cluster (nil for memory).
-func (b *backend) commandStats() (map[string]serverinfo.Stat, error) {
+func (b *target) commandStats() (map[string]serverinfo.Stat, error) {
 	if b.admin == nil {
 		return nil, nil
 	}
@@ -263,7 +264,7 @@ func clientCommands(before, after map[string]serverinfo.Stat) int64 {
 // of cost 1 (a sliding log then holds limit entries; the other algorithms
 // O(1) state): MEMORY USAGE of its server keys, or for the memory store the
 // heap growth over many such keys.
-func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
+func (b *target) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
 	ctx := context.Background()
 	if b.admin == nil {
 		const keys = 2000
@@ -303,8 +304,7 @@ func (b *backend) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) 
 		}
 	}
 	var total int64
-	req := ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: "one"}, Policy: l.Policy()}
-	for _, k := range script.Keys(req) {
+	for _, k := range script.Keys(request(prefix, "one", l.Policy())) {
 		n, err := b.admin.MemoryUsage(ctx, k).Result()
 		if err != nil {
 			return 0, fmt.Errorf("MEMORY USAGE %s: %w", k, err)
@@ -319,7 +319,7 @@ var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
 // reference runs redis-benchmark with the same script, by EVALSHA, on the
 // same server: with as many connections unpipelined and, for Valkey (whose
 // client pipelines), also pipelined by 16. It needs redis-benchmark on PATH.
-func (b *backend) reference(cfg config, alg ratelimit.Algorithm, ops float64, progress io.Writer) ([]result, bool) {
+func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, progress io.Writer) ([]result, bool) {
 	path, err := exec.LookPath("redis-benchmark")
 	if b.admin == nil || err != nil {
 		return nil, false
@@ -335,7 +335,7 @@ func (b *backend) reference(cfg config, alg ratelimit.Algorithm, ops float64, pr
 	if b.cluster {
 		clusterArgs = append(clusterArgs, "--cluster")
 	}
-	req := ratelimit.Request{Key: ratelimit.Key{Prefix: "bench:ref:", ID: "__rand_int__"}, Policy: ratelimit.NewPolicy(alg, cfg.limit, cfg.window), Cost: 1}
+	req := request("bench:ref:", "__rand_int__", ratelimit.NewPolicy(alg, cfg.limit, cfg.window))
 	keys := script.Keys(req)
 	if b.cluster {
 		// redis-benchmark --cluster sends a command to the node of the slot
@@ -387,4 +387,14 @@ const referenceRuns = 3
 func lastLine(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(string(out), "\r", "\n")), "\n")
 	return lines[len(lines)-1]
+}
+
+// request is a request of cost 1 for key under prefix and p, as a Limiter
+// sends it (the policy compiled, kept for its window), on the server's clock.
+func request(prefix, key string, p ratelimit.Policy) backend.Request {
+	rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
+	if err != nil {
+		panic(err) // the bench's own policies, validated by its flags
+	}
+	return backend.Request{Rule: rule, Key: key, Cost: 1}
 }

@@ -32,12 +32,12 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 			// The arguments of a decision under 100 per second, formatted once.
 			policy := ratelimit.NewPolicy(alg, 100, time.Second)
 			var args []any
-			for _, a := range script.Args(ratelimit.Request{Policy: policy, Cost: 1}, script.Take) {
+			for _, a := range script.Args(request("bare:", "0", policy), script.Take) {
 				args = append(args, a)
 			}
 			keys := make([][]string, 1000)
 			for i := range keys {
-				keys[i] = script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: "bare:", ID: strconv.Itoa(i)}, Policy: policy})
+				keys[i] = script.Keys(request("bare:", strconv.Itoa(i), policy))
 			}
 			var next atomic.Int64
 			b.SetParallelism(32)

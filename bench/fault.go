@@ -16,6 +16,7 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
@@ -107,7 +108,7 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 		return nil, err
 	}
 	defer srv.Stop()
-	var store ratelimit.Store
+	var store backend.Store
 	switch name {
 	case "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})

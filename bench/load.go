@@ -52,7 +52,7 @@ func (a *admissions) add(key int32, at int64) bool {
 func (a *admissions) all() []admission { return a.slots[:min(a.next.Load(), int64(len(a.slots)))] }
 
 // measure runs the load on one backend and algorithm and checks it.
-func measure(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer) (result, error) {
+func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer) (result, error) {
 	p := ratelimit.NewPolicy(alg, cfg.limit, cfg.window)
 	prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	l, err := ratelimit.New(b.store, p, ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(cfg.timeout))
@@ -188,7 +188,7 @@ const maxAutoLimit = 100
 // asks per window (1 at least, maxAutoLimit at most). At a fixed limit, a
 // server's rows admitted everything (no key reached 100 per second at
 // 30,000 decisions per second over 1,000 keys), which tested no limit.
-func pickLimit(cfg config, b *backend, alg ratelimit.Algorithm, progress io.Writer) (int, error) {
+func pickLimit(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer) (int, error) {
 	probe := cfg
 	probe.duration, probe.limit = min(cfg.duration, 500*time.Millisecond), maxAutoLimit
 	st := newStatus(progress)

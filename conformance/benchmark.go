@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Benchmark measures Limiter.Allow on store the way this module's backends
@@ -22,15 +23,15 @@ import (
 //	func BenchmarkStoreLoaded(b *testing.B) {
 //		conformance.Benchmark(b, mystore.New(client), conformance.Goroutines(256), conformance.Budget(time.Second))
 //	}
-func Benchmark(b *testing.B, store ratelimit.Store, opts ...BenchmarkOption) {
-	c := benchConfig{goroutines: []int{1, 64}, budget: ratelimit.DefaultTimeout, algorithms: ratelimit.Algorithms()}
+func Benchmark(b *testing.B, store backend.Store, opts ...BenchmarkOption) {
+	c := benchConfig{goroutines: []int{1, 64}, budget: ratelimit.DefaultTimeout, algorithms: backend.Algorithms()}
 	for _, o := range opts {
 		o(&c)
 	}
 	for _, alg := range c.algorithms {
 		for _, par := range c.goroutines {
 			b.Run(alg.String()+"/parallel-"+strconv.Itoa(par), func(b *testing.B) {
-				l, err := ratelimit.New(store, ratelimit.NewPolicy(alg, 100, time.Second), ratelimit.WithTimeout(c.budget),
+				l, err := ratelimit.New(store, ratelimit.NewPolicy(ratelimit.Algorithm(alg), 100, time.Second), ratelimit.WithTimeout(c.budget),
 					ratelimit.WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 				if err != nil {
 					b.Fatal(err)
@@ -75,7 +76,7 @@ type BenchmarkOption func(*benchConfig)
 type benchConfig struct {
 	goroutines []int
 	budget     time.Duration
-	algorithms []ratelimit.Algorithm
+	algorithms []backend.Algorithm
 }
 
 // Goroutines sets the numbers of goroutines Benchmark measures from, each a
@@ -88,6 +89,6 @@ func Budget(d time.Duration) BenchmarkOption { return func(c *benchConfig) { c.b
 
 // Algorithms sets the algorithms measured (default all), for a store that
 // supports only some.
-func Algorithms(algs ...ratelimit.Algorithm) BenchmarkOption {
+func Algorithms(algs ...backend.Algorithm) BenchmarkOption {
 	return func(c *benchConfig) { c.algorithms = algs }
 }

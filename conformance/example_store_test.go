@@ -9,23 +9,26 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/conformance"
 )
 
-// bytesStore is a ratelimit.Store written as a backend on a database would
-// be, from the documentation alone: each decision loads the key's state as
+// bytesStore is a backend.Store written as a backend on a database would be,
+// from the documentation alone: each decision loads the key's state as
 // bytes, decides with package algorithm, and saves the bytes back with an
 // expiry, all under one lock (a transaction, in a database). A remote store
 // would do the same in one round trip or one transaction.
 type bytesStore struct {
 	mu   sync.Mutex
 	rows map[row]saved
+	// ahead moves the store's clock forward, as the kit's Expire asks.
+	ahead time.Duration
 }
 
 // row names a key's state under one algorithm.
 type row struct {
-	prefix, id string
-	alg        ratelimit.Algorithm
+	prefix, key string
+	alg         backend.Algorithm
 }
 
 type saved struct {
@@ -38,38 +41,22 @@ type state interface {
 	Take(now int64, r algorithm.Rate, n int64) algorithm.Outcome
 	Peek(now int64, r algorithm.Rate, n int64) algorithm.Outcome
 	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, bool)
-	Life(now int64, r algorithm.Rate) int64
 	MarshalBinary() ([]byte, error)
 	UnmarshalBinary([]byte) error
 }
 
-func newState(alg ratelimit.Algorithm) (state, error) {
+func newState(alg backend.Algorithm) (state, error) {
 	switch alg {
-	case ratelimit.SlidingWindow:
+	case backend.SlidingWindow:
 		return &algorithm.Log{}, nil
-	case ratelimit.FixedWindow:
+	case backend.FixedWindow:
 		return &algorithm.Fixed{}, nil
-	case ratelimit.SlidingWindowCounter:
+	case backend.SlidingWindowCounter:
 		return &algorithm.SlidingCounter{}, nil
-	case ratelimit.GCRA:
+	case backend.GCRA:
 		return &algorithm.Bucket{}, nil
 	}
-	return nil, fmt.Errorf("bytesStore: algorithm %v: %w", alg, ratelimit.ErrInvalidPolicy)
-}
-
-// rate is the policy in the algorithms' units; only GCRA has a burst.
-func rate(p ratelimit.Policy) algorithm.Rate {
-	burst := int64(0)
-	if p.Algorithm == ratelimit.GCRA {
-		burst = int64(p.Burst)
-	}
-	return algorithm.NewRate(int64(p.Limit), p.Window.Microseconds(), burst)
-}
-
-// decision is an outcome as the caller's Decision, limit being MaxCost.
-func decision(o algorithm.Outcome, limit int) ratelimit.Decision {
-	return ratelimit.Decision{Allowed: o.Allowed, Limit: limit, Remaining: int(max(int64(limit)-o.Count, 0)), Count: int(o.Count),
-		ResetAt: time.UnixMicro(o.ResetAt), RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, At: time.UnixMicro(o.At)}
+	return nil, backend.Unsupported("bytesStore", alg)
 }
 
 type op int
@@ -81,90 +68,109 @@ const (
 )
 
 // do loads req's state, decides o, and saves the state unless o is a peek.
-func (s *bytesStore) do(ctx context.Context, req ratelimit.Request, o op) (ratelimit.Decision, error) {
+func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend.Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return ratelimit.Decision{}, err
+		return backend.Outcome{}, err
 	}
-	if err := req.Validate(); err != nil { // a cost or a time no store decides exactly
-		return ratelimit.Decision{}, err
+	if err := req.Validate(); err != nil { // a cost, key or time no store decides exactly
+		return backend.Outcome{}, err
 	}
-	st, err := newState(req.Policy.Algorithm)
+	st, err := newState(req.Rule.Algorithm())
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return backend.Outcome{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	storeNow := time.Now()
-	now := storeNow.UnixMicro()
-	if req.Clock == ratelimit.CallerClock {
-		now = req.Now.UnixMicro()
+	storeNow := time.Now().Add(s.ahead)
+	now := req.Now
+	if now == 0 { // the store's own clock
+		now = storeNow.UnixMicro()
 	}
-	k := row{req.Key.Prefix, req.Key.ID, req.Policy.Algorithm}
-	if got, ok := s.rows[k]; ok && storeNow.Before(got.expires) { // an expired row is no row
-		if err := st.UnmarshalBinary(got.data); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("bytesStore: %w: %w", ratelimit.ErrStore, err)
+	k := row{req.Rule.Prefix(), req.Key, req.Rule.Algorithm()}
+	old, ok := s.rows[k]
+	if ok && storeNow.Before(old.expires) { // an expired row is no row
+		if err := st.UnmarshalBinary(old.data); err != nil {
+			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: %w", backend.ErrStore, err)
 		}
 	}
-	r, n := rate(req.Policy), int64(req.Cost)
 	var out algorithm.Outcome
 	switch o {
 	case peek:
-		return decision(st.Peek(now, r, n), req.Policy.MaxCost()), nil
+		return backend.Outcome{Outcome: st.Peek(now, req.Rule.Rate(), req.Cost)}, nil
 	case refund:
-		var ok bool
-		if out, ok = st.Refund(now, r, n); !ok {
-			return ratelimit.Decision{}, fmt.Errorf("bytesStore: %w: a refund of more than is in use", ratelimit.ErrInvalidCost)
+		if out, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
+			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: a refund of more than is in use", backend.ErrInvalidCost)
 		}
 	default:
-		out = st.Take(now, r, n) // a denial may re-time state from the future: saved all the same
+		out = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future: saved all the same
 	}
 	data, err := st.MarshalBinary()
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("bytesStore: %w: %w", ratelimit.ErrStore, err)
+		return backend.Outcome{}, fmt.Errorf("bytesStore: %w: %w", backend.ErrStore, err)
 	}
-	// Kept for the state's life or the retention, whichever is longer.
-	keep := max(time.Duration(st.Life(now, r))*time.Microsecond, req.Retention())
-	s.rows[k] = saved{data: data, expires: storeNow.Add(keep)}
-	return decision(out, req.Policy.MaxCost()), nil
+	expires := old.expires
+	if out.Life > 0 { // written: kept for its life or the retention, whichever is longer
+		keep := time.Duration(max(out.Life, req.Rule.Retain())) * time.Microsecond
+		expires = storeNow.Add(keep)
+	}
+	s.rows[k] = saved{data: data, expires: expires}
+	return backend.Outcome{Outcome: out}, nil
 }
 
-func (s *bytesStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *bytesStore) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.do(ctx, req, take)
 }
 
-func (s *bytesStore) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *bytesStore) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.do(ctx, req, peek)
 }
 
-func (s *bytesStore) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *bytesStore) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.do(ctx, req, refund)
 }
 
-func (s *bytesStore) Reset(ctx context.Context, key ratelimit.Key) error {
+func (s *bytesStore) Reset(ctx context.Context, prefix, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, alg := range ratelimit.Algorithms() {
-		delete(s.rows, row{key.Prefix, key.ID, alg})
+	for _, alg := range backend.Algorithms() {
+		delete(s.rows, row{prefix, key, alg})
 	}
 	return nil
 }
 
+// expire drops the rows expired once elapsed has passed, as a database's
+// TTL would.
+func (s *bytesStore) expire(elapsed time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ahead = elapsed
+	now := time.Now().Add(s.ahead)
+	for k, r := range s.rows {
+		if !now.Before(r.expires) {
+			delete(s.rows, k)
+		}
+	}
+}
+
 // A store written from the documentation alone, keeping each key's state
-// as bytes between decisions, passes the whole kit.
+// as bytes between decisions and dropping it when it expires, passes the
+// whole kit.
 func TestAStoreOnBytesPassesTheKit(t *testing.T) {
-	conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+	conformance.Run(t, conformance.InProcess(func(t *testing.T) backend.Store {
 		return &bytesStore{rows: map[row]saved{}}
+	}), conformance.Expire(func(t *testing.T, s backend.Store, elapsed time.Duration) {
+		s.(*bytesStore).expire(elapsed)
 	}))
 }
 
-// A store of your own: implement ratelimit.Store (and, optionally,
-// RefundStore and MultiStore), keep each key's state with the types of
-// package algorithm, saved as bytes, and run conformance.Run from your
-// tests. bytesStore, in this package's tests, is such a store in 150 lines:
-// a map behind a lock, as a database's rows and transaction would be.
+// A store of your own: implement backend.Store (and, optionally,
+// backend.RefundStore and backend.MultiStore), keep each key's state with the
+// types of package algorithm, saved as bytes, and run conformance.Run from
+// your tests. bytesStore, in this package's tests, is such a store in 150
+// lines: a map behind a lock, as a database's rows and transaction would be.
 func Example_aStoreOfYourOwn() {
 	store := &bytesStore{rows: map[row]saved{}}
 	limiter, err := ratelimit.New(store, ratelimit.PerMinute(2))

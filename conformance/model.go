@@ -3,19 +3,19 @@ package conformance
 import (
 	"math/big"
 	"sort"
-	"time"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Model is the reference implementation of the rules in package algorithm's
 // documentation: slow and plain (unsorted lists, full scans, searches instead
 // of formulas, exact fractions), so that it is easy to check by reading.
 // Tests feed the same requests to a store and to a Model and require
-// identical decisions.
+// identical outcomes (all but Life, which the model does not compute).
 //
-// Requests must carry their time (ratelimit.CallerClock); a Model has no
-// clock. It is not safe for concurrent use.
+// Requests must carry their time (backend.Request.Now); a Model has no
+// clock. It reads a request's rule by its limit, window and burst only,
+// and computes with its own arithmetic. It is not safe for concurrent use.
 type Model struct {
 	logs    map[state][]entry
 	fixed   map[state]windowState
@@ -25,8 +25,8 @@ type Model struct {
 
 // state names the state of one key under one algorithm.
 type state struct {
-	key ratelimit.Key
-	alg ratelimit.Algorithm
+	prefix, key string
+	alg         backend.Algorithm
 }
 
 type entry struct{ at, cost int64 }
@@ -49,21 +49,25 @@ func NewModel() *Model {
 }
 
 // Take decides req as a Store's Take must.
-func (m *Model) Take(req ratelimit.Request) ratelimit.Decision { return m.decide(req, true) }
+func (m *Model) Take(req backend.Request) backend.Outcome { return m.decide(req, true) }
 
 // Peek decides req as a Store's Peek must.
-func (m *Model) Peek(req ratelimit.Request) ratelimit.Decision { return m.decide(req, false) }
+func (m *Model) Peek(req backend.Request) backend.Outcome { return m.decide(req, false) }
+
+func stateOf(req backend.Request) state {
+	return state{req.Rule.Prefix(), req.Key, req.Rule.Algorithm()}
+}
 
 // Refund refunds req.Cost as a RefundStore must, reporting false when it
 // must be refused.
-func (m *Model) Refund(req ratelimit.Request) (ratelimit.Decision, bool) {
-	st, now, n := state{req.Key, req.Policy.Algorithm}, req.Now.UnixMicro(), int64(req.Cost)
-	w := req.Policy.Window.Microseconds()
-	switch req.Policy.Algorithm {
-	case ratelimit.SlidingWindow:
+func (m *Model) Refund(req backend.Request) (backend.Outcome, bool) {
+	st, now, n := stateOf(req), req.Now, req.Cost
+	w := req.Rule.Window()
+	switch req.Rule.Algorithm() {
+	case backend.SlidingWindow:
 		in := m.slidingIn(st, now, w)
 		if n > sum(in) {
-			return ratelimit.Decision{}, false
+			return backend.Outcome{}, false
 		}
 		m.logs[st] = in
 		for n > 0 { // the newest first
@@ -76,25 +80,25 @@ func (m *Model) Refund(req ratelimit.Request) (ratelimit.Decision, bool) {
 			}
 		}
 		m.logs[st] = in
-	case ratelimit.FixedWindow:
+	case backend.FixedWindow:
 		ws := fixedNow(m.fixed[st], now, w, m.hasFixed(st))
 		if n > ws.count {
-			return ratelimit.Decision{}, false
+			return backend.Outcome{}, false
 		}
 		ws.count -= n
 		m.fixed[st] = ws
-	case ratelimit.SlidingWindowCounter:
+	case backend.SlidingWindowCounter:
 		ws := counterNow(m.counter[st], now, w, m.hasCounter(st))
 		if n > ws.count+ws.prev {
-			return ratelimit.Decision{}, false
+			return backend.Outcome{}, false
 		}
 		fromCur := min(n, ws.count)
 		ws.count, ws.prev = ws.count-fromCur, ws.prev-(n-fromCur)
 		m.counter[st] = ws
-	case ratelimit.GCRA:
-		b := m.bucketNow(st, now, req.Policy)
+	case backend.GCRA:
+		b := m.bucketNow(st, now, req.Rule)
 		if n > ceilRat(new(big.Rat).Quo(b.level, b.interval)) {
-			return ratelimit.Decision{}, false
+			return backend.Outcome{}, false
 		}
 		b.level.Sub(b.level, new(big.Rat).Mul(big.NewRat(n, 1), b.interval))
 		if b.level.Sign() < 0 {
@@ -108,29 +112,29 @@ func (m *Model) Refund(req ratelimit.Request) (ratelimit.Decision, bool) {
 	return m.Peek(peek), true
 }
 
-func (m *Model) decide(req ratelimit.Request, record bool) ratelimit.Decision {
-	if req.Clock != ratelimit.CallerClock {
+func (m *Model) decide(req backend.Request, record bool) backend.Outcome {
+	if req.Now == 0 {
 		panic("conformance.Model: a request without the caller's time")
 	}
-	st, now := state{req.Key, req.Policy.Algorithm}, req.Now.UnixMicro()
+	st, now := stateOf(req), req.Now
 	var out outcome
-	switch req.Policy.Algorithm {
-	case ratelimit.FixedWindow:
+	switch req.Rule.Algorithm() {
+	case backend.FixedWindow:
 		out = m.decideFixed(st, now, req, record)
-	case ratelimit.SlidingWindowCounter:
+	case backend.SlidingWindowCounter:
 		out = m.decideCounter(st, now, req, record)
-	case ratelimit.GCRA:
+	case backend.GCRA:
 		out = m.decideGCRA(st, now, req, record)
 	default:
 		out = m.decideSliding(st, now, req, record)
 	}
-	return out.decision(req.Policy.MaxCost())
+	return out.answer()
 }
 
-// Reset forgets key under every algorithm.
-func (m *Model) Reset(key ratelimit.Key) {
-	for _, alg := range ratelimit.Algorithms() {
-		st := state{key, alg}
+// Reset forgets key under prefix and every algorithm.
+func (m *Model) Reset(prefix, key string) {
+	for _, alg := range backend.Algorithms() {
+		st := state{prefix, key, alg}
 		delete(m.logs, st)
 		delete(m.fixed, st)
 		delete(m.counter, st)
@@ -161,14 +165,14 @@ func (m *Model) slidingIn(st state, now, window int64) []entry {
 	return in
 }
 
-func (m *Model) decideSliding(st state, now int64, req ratelimit.Request, record bool) outcome {
-	window := req.Policy.Window.Microseconds()
+func (m *Model) decideSliding(st state, now int64, req backend.Request, record bool) outcome {
+	window := req.Rule.Window()
 	in := m.slidingIn(st, now, window)
 	if record { // a Take re-times and prunes; a peek leaves everything as it was
 		m.logs[st] = append([]entry(nil), in...)
 	}
 	sort.Slice(in, func(i, j int) bool { return in[i].at < in[j].at })
-	count, n, limit := sum(in), int64(req.Cost), int64(req.Policy.Limit)
+	count, n, limit := sum(in), req.Cost, req.Rule.Limit()
 	out := outcome{Allowed: count+n <= limit, Count: count, ResetAt: now, At: now}
 	switch {
 	case !out.Allowed:
@@ -195,18 +199,19 @@ func (m *Model) decideSliding(st state, now int64, req ratelimit.Request, record
 func (m *Model) hasFixed(st state) bool   { _, ok := m.fixed[st]; return ok }
 func (m *Model) hasCounter(st state) bool { _, ok := m.counter[st]; return ok }
 
-// outcome is a decision in microseconds, as the model computes it: the
-// model shares no code with the stores it checks, the conversion to a
-// Decision included.
+// outcome is an outcome as the model computes it: its own type, as its
+// arithmetic is its own.
 type outcome struct {
 	Allowed                        bool
 	Count, ResetAt, RetryAfter, At int64 // RetryAfter µs; the others µs since the Unix epoch
 }
 
-// decision is o as the Decision of a request whose Decision.Limit is limit.
-func (o outcome) decision(limit int) ratelimit.Decision {
-	return ratelimit.Decision{Allowed: o.Allowed, Limit: limit, Remaining: int(max(int64(limit)-o.Count, 0)), Count: int(o.Count),
-		ResetAt: time.UnixMicro(o.ResetAt), RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, At: time.UnixMicro(o.At)}
+// answer is o as a store answers it (with no Life: the model does not say
+// how long state is kept).
+func (o outcome) answer() backend.Outcome {
+	var a backend.Outcome
+	a.Allowed, a.Count, a.ResetAt, a.RetryAfter, a.At = o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At
+	return a
 }
 
 // alignedStart is the start of the fixed window holding now.
@@ -226,11 +231,11 @@ func fixedNow(ws windowState, now, window int64, ok bool) windowState {
 	return ws
 }
 
-func (m *Model) decideFixed(st state, now int64, req ratelimit.Request, record bool) outcome {
-	window := req.Policy.Window.Microseconds()
+func (m *Model) decideFixed(st state, now int64, req backend.Request, record bool) outcome {
+	window := req.Rule.Window()
 	old, ok := m.fixed[st]
 	ws := fixedNow(old, now, window, ok)
-	n, limit := int64(req.Cost), int64(req.Policy.Limit)
+	n, limit := req.Cost, req.Rule.Limit()
 	// The window ends where the next aligned one starts and replaces it.
 	out := outcome{Allowed: ws.count+n <= limit, Count: ws.count, ResetAt: alignedStart(ws.start, window) + window, At: now}
 	switch {
@@ -291,11 +296,11 @@ func counterFits(ws windowState, now, window int64, fits func(int64) bool) (int6
 	return lo, true
 }
 
-func (m *Model) decideCounter(st state, now int64, req ratelimit.Request, record bool) outcome {
-	window := req.Policy.Window.Microseconds()
+func (m *Model) decideCounter(st state, now int64, req backend.Request, record bool) outcome {
+	window := req.Rule.Window()
 	old, ok := m.counter[st]
 	ws := counterNow(old, now, window, ok)
-	n, limit := int64(req.Cost), int64(req.Policy.Limit)
+	n, limit := req.Cost, req.Rule.Limit()
 	count := counterCount(ws, now, window)
 	out := outcome{Allowed: count+n <= limit, Count: count, At: now}
 	switch {
@@ -329,15 +334,15 @@ func ceilRat(r *big.Rat) int64 {
 
 // bucketNow is the bucket at now under p, as written or drained since, in
 // p's terms.
-func (m *Model) bucketNow(st state, now int64, p ratelimit.Policy) bucketState {
-	interval := big.NewRat(p.Window.Microseconds(), int64(p.Limit))
+func (m *Model) bucketNow(st state, now int64, r *backend.Rule) bucketState {
+	interval := big.NewRat(r.Window(), r.Limit())
 	b, ok := m.gcra[st]
 	if !ok || b.level.Sign() == 0 {
 		return bucketState{at: now, level: new(big.Rat), interval: interval}
 	}
 	level := new(big.Rat).Set(b.level)
 	if b.interval.Cmp(interval) != 0 { // another rate: as many requests, at most a burst
-		reqs := min(ceilRat(new(big.Rat).Quo(level, b.interval)), int64(p.Burst))
+		reqs := min(ceilRat(new(big.Rat).Quo(level, b.interval)), r.Burst())
 		level.Mul(big.NewRat(reqs, 1), interval)
 	}
 	if now > b.at {
@@ -349,11 +354,11 @@ func (m *Model) bucketNow(st state, now int64, p ratelimit.Policy) bucketState {
 	return bucketState{at: now, level: level, interval: interval}
 }
 
-func (m *Model) decideGCRA(st state, now int64, req ratelimit.Request, record bool) outcome {
-	b := m.bucketNow(st, now, req.Policy)
+func (m *Model) decideGCRA(st state, now int64, req backend.Request, record bool) outcome {
+	b := m.bucketNow(st, now, req.Rule)
 	old, ok := m.gcra[st]
-	cost := new(big.Rat).Mul(big.NewRat(int64(req.Cost), 1), b.interval)
-	capacity := new(big.Rat).Mul(big.NewRat(int64(req.Policy.Burst), 1), b.interval)
+	cost := new(big.Rat).Mul(big.NewRat(req.Cost, 1), b.interval)
+	capacity := new(big.Rat).Mul(big.NewRat(req.Rule.Burst(), 1), b.interval)
 	after := new(big.Rat).Add(b.level, cost)
 	out := outcome{Allowed: after.Cmp(capacity) <= 0, At: now}
 	level := b.level

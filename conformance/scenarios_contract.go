@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Scenarios about the Store contract itself, calling the store directly
@@ -16,17 +17,8 @@ import (
 // covers every algorithm, a failure mode's answer, atomic multi-policy
 // decisions.
 
-// request is a request on the scenario's clock, under the scenario's prefix.
-func (e *env) request(prefix, id string, p ratelimit.Policy, cost int) ratelimit.Request {
-	if e.clock == nil {
-		e.clock = NewManualClock(start())
-	}
-	return ratelimit.Request{Key: ratelimit.Key{Prefix: e.namespace() + prefix, ID: id}, Policy: p, Cost: cost,
-		Clock: ratelimit.CallerClock, Now: e.clock.Now()}
-}
-
 func peekRecordsNothing(t *testing.T, e *env) {
-	s, model, ctx := e.newStore(t), NewModel(), context.Background()
+	s, model, ctx := storeOf(e.newStore(t)), modelOf(NewModel()), context.Background()
 	p := e.policy(5, time.Second)
 	check := func(what string, got ratelimit.Decision, err error, want ratelimit.Decision) {
 		t.Helper()
@@ -71,7 +63,7 @@ func peekRecordsNothing(t *testing.T, e *env) {
 }
 
 func resetClearsEveryAlgorithm(t *testing.T, e *env) {
-	s, ctx := e.newStore(t), context.Background()
+	s, ctx := storeOf(e.newStore(t)), context.Background()
 	for _, alg := range e.algorithms {
 		p := policyOf(alg, 3, time.Minute)
 		for _, id := range []string{"user", "bystander"} {
@@ -83,7 +75,7 @@ func resetClearsEveryAlgorithm(t *testing.T, e *env) {
 		mustNoError(t, err)
 		mustEqual(t, 1, d.Count, "%v: the same key under another prefix", alg)
 	}
-	mustNoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "user"}))
+	mustNoError(t, s.Reset(ctx, e.namespace(), "user"))
 	for _, alg := range e.algorithms {
 		p := policyOf(alg, 3, time.Minute)
 		d, err := s.Peek(ctx, e.request("", "user", p, 1))
@@ -96,7 +88,7 @@ func resetClearsEveryAlgorithm(t *testing.T, e *env) {
 		mustNoError(t, err)
 		mustEqual(t, 1, d.Count, "%v: the key under another prefix keeps its history", alg)
 	}
-	mustNoError(t, s.Reset(ctx, ratelimit.Key{Prefix: e.namespace(), ID: "never-seen"}), "resetting an unknown key")
+	mustNoError(t, s.Reset(ctx, e.namespace(), "never-seen"), "resetting an unknown key")
 }
 
 // recorder keeps the Events an Observer sees.
@@ -154,23 +146,23 @@ func failureModeAnswers(t *testing.T, e *env) {
 // (the case every store must decide atomically: on a server their keys share
 // a hash slot) are admitted together or not at all.
 func takeAllIsAtomic(t *testing.T, e *env) {
-	ms, ok := e.newStore(t).(ratelimit.MultiStore)
-	if !ok {
-		t.Skip("the store is not a ratelimit.MultiStore")
+	s := e.newStore(t)
+	if _, ok := s.(backend.MultiStore); !ok {
+		t.Skip("the store is not a backend.MultiStore")
 	}
-	ctx, model := context.Background(), NewModel()
+	ms, ctx, model := storeOf(s), context.Background(), modelOf(NewModel())
 	other := ratelimit.SlidingWindow
 	if e.alg == ratelimit.SlidingWindow {
 		other = ratelimit.FixedWindow
 	}
-	reqs := func(cost int) []ratelimit.Request {
-		return []ratelimit.Request{
+	reqs := func(cost int) []backend.Request {
+		return []backend.Request{
 			e.request("per-second:", "user", e.policy(3, time.Second), cost),
 			e.request("per-minute:", "user", e.policy(5, time.Minute), cost),
 			e.request("per-minute:", "user", policyOf(other, 4, time.Minute), cost),
 		}
 	}
-	decide := func(what string, rs []ratelimit.Request) []ratelimit.Decision {
+	decide := func(what string, rs []backend.Request) []ratelimit.Decision {
 		t.Helper()
 		got, err := ms.TakeAll(ctx, rs)
 		mustNoError(t, err, what)
@@ -184,7 +176,7 @@ func takeAllIsAtomic(t *testing.T, e *env) {
 			if all {
 				want = model.Take(r)
 			}
-			mustDecide(t, want, got[i], "%s: request %d (%v)", what, i, r.Policy)
+			mustDecide(t, want, got[i], "%s: request %d (%v)", what, i, r.Rule)
 		}
 		return got
 	}
@@ -210,7 +202,7 @@ func takeAllIsAtomic(t *testing.T, e *env) {
 	// Requests the store may not be able to decide together (different
 	// keys: different shards on a cluster): decided atomically, or refused
 	// with nothing recorded.
-	apart := []ratelimit.Request{e.request("a:", "alice", e.policy(1, time.Minute), 1), e.request("b:", "bob", e.policy(1, time.Minute), 1)}
+	apart := []backend.Request{e.request("a:", "alice", e.policy(1, time.Minute), 1), e.request("b:", "bob", e.policy(1, time.Minute), 1)}
 	ds, err := ms.TakeAll(ctx, apart)
 	if errors.Is(err, errors.ErrUnsupported) {
 		for _, r := range apart {

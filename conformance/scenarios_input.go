@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Scenarios about what is not a decision: bad input, and a store that
@@ -92,35 +93,37 @@ func cancelledContext(t *testing.T, e *env) {
 // epoch once made a server's script run forever). Every method refuses
 // them with the sentinel, and nothing is recorded.
 func refusesWhatItCannotDecide(t *testing.T, e *env) {
-	s, ctx := e.newStore(t), context.Background()
+	s, ctx := storeOf(e.newStore(t)), context.Background()
 	p := e.policy(3, time.Second)
 	bad := []struct {
 		name string
-		req  ratelimit.Request
+		req  backend.Request
 		want error
 	}{
 		{"cost 0", e.request("", "user", p, 0), ratelimit.ErrInvalidCost},
 		{"a cost over MaxCost", e.request("", "user", p, p.MaxCost()+1), ratelimit.ErrInvalidCost},
+		{"an empty key", e.request("", "", p, 1), ratelimit.ErrInvalidKey},
+		{"no rule", backend.Request{Key: "user", Cost: 1}, ratelimit.ErrInvalidArgument},
 		{"a time before the epoch", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
 		{"a time after MaxTime", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
 	}
-	bad[2].req.Now = ratelimit.MinTime.Add(-time.Microsecond)
-	bad[3].req.Now = ratelimit.MaxTime.Add(time.Microsecond)
+	bad[4].req.Now = -1 // before the epoch (0 is the store's clock)
+	bad[5].req.Now = backend.MaxMicros + 1
 	for _, b := range bad {
 		_, err := s.Take(ctx, b.req)
 		mustErrorIs(t, err, b.want, "Take: %s", b.name)
 		_, err = s.Peek(ctx, b.req)
 		mustErrorIs(t, err, b.want, "Peek: %s", b.name)
-		if rs, ok := s.(ratelimit.RefundStore); ok {
+		if rs, ok := s.Store.(backend.RefundStore); ok {
 			_, err = rs.Refund(ctx, b.req)
 			mustErrorIs(t, err, b.want, "Refund: %s", b.name)
 		}
-		if ms, ok := s.(ratelimit.MultiStore); ok {
-			_, err = ms.TakeAll(ctx, []ratelimit.Request{b.req})
+		if _, ok := s.Store.(backend.MultiStore); ok {
+			_, err = s.TakeAll(ctx, []backend.Request{b.req})
 			mustErrorIs(t, err, b.want, "TakeAll: %s", b.name)
 		}
 	}
-	for _, edge := range []time.Time{ratelimit.MinTime, ratelimit.MaxTime} {
+	for _, edge := range []int64{backend.MinMicros, backend.MaxMicros} {
 		req := e.request("", "edge", p, 1)
 		req.Now = edge
 		_, err := s.Peek(ctx, req)
@@ -131,7 +134,7 @@ func refusesWhatItCannotDecide(t *testing.T, e *env) {
 	mustZero(t, d.Count, "the refused requests recorded nothing")
 
 	// Through a Limiter, a caller's clock before the epoch is refused too.
-	l, err := ratelimit.New(s, p, ratelimit.WithPrefix(e.namespace()),
+	l, err := ratelimit.New(s.Store, p, ratelimit.WithPrefix(e.namespace()),
 		ratelimit.WithCallerClock(func() time.Time { return time.Unix(-2, 0) }))
 	mustNoError(t, err)
 	_, err = l.Allow(ctx, "user")
@@ -142,11 +145,12 @@ func refusesWhatItCannotDecide(t *testing.T, e *env) {
 // refusesUnsupported requires every method of a store to refuse an
 // algorithm it does not support with an error wrapping
 // errors.ErrUnsupported, recording nothing.
-func refusesUnsupported(t *testing.T, newStore NewStore, supported []ratelimit.Algorithm) {
-	s, ctx := newStore(t), context.Background()
+func refusesUnsupported(t *testing.T, newStore NewStore, supported []backend.Algorithm) {
+	s, ctx := storeOf(newStore(t)), context.Background()
 	e := &env{t: t, newStore: newStore}
-	for _, alg := range ratelimit.Algorithms() {
-		if slices.Contains(supported, alg) {
+	for _, a := range backend.Algorithms() {
+		alg := ratelimit.Algorithm(a)
+		if slices.Contains(supported, a) {
 			continue
 		}
 		req := e.request("", "user", policyOf(alg, 3, time.Minute), 1)
@@ -154,12 +158,12 @@ func refusesUnsupported(t *testing.T, newStore NewStore, supported []ratelimit.A
 		mustErrorIs(t, err, errors.ErrUnsupported, "Take under %v", alg)
 		_, err = s.Peek(ctx, req)
 		mustErrorIs(t, err, errors.ErrUnsupported, "Peek under %v", alg)
-		if rs, ok := s.(ratelimit.RefundStore); ok {
+		if rs, ok := s.Store.(backend.RefundStore); ok {
 			_, err = rs.Refund(ctx, req)
 			mustErrorIs(t, err, errors.ErrUnsupported, "Refund under %v", alg)
 		}
-		if ms, ok := s.(ratelimit.MultiStore); ok {
-			_, err = ms.TakeAll(ctx, []ratelimit.Request{req})
+		if _, ok := s.Store.(backend.MultiStore); ok {
+			_, err = s.TakeAll(ctx, []backend.Request{req})
 			mustErrorIs(t, err, errors.ErrUnsupported, "TakeAll under %v", alg)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Scenarios at the edges of what users meet: limits at their bounds, clocks
@@ -31,10 +32,11 @@ func atTheBounds(t *testing.T, e *env) {
 	p := e.boundPolicy()
 	max := p.MaxCost()
 	e.clock = NewManualClock(start())
-	l, err := ratelimit.New(e.newStore(t), p, ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now),
+	s := e.newStore(t)
+	l, err := ratelimit.New(s, p, ratelimit.WithPrefix(e.namespace()), ratelimit.WithCallerClock(e.clock.Now),
 		ratelimit.WithTimeout(budget), ratelimit.WithRetention(ratelimit.MaxWindow))
 	mustNoError(t, err)
-	c := &checker{t: t, l: l, model: NewModel(), clock: e.clock, ctx: context.Background()}
+	c := e.checkerOn(s, l)
 	mustTrue(t, c.allowN("user", 1).Allowed)
 	d := c.allowN("user", max)
 	mustFalse(t, d.Allowed, "1 + %d is over %d", max, max)
@@ -112,8 +114,8 @@ func longerWindowKeepsHistory(t *testing.T, e *env) {
 // refunds: a refund gives back what it names, is refused beyond what is in
 // use, and a Multi refund gives back to every policy.
 func refunds(t *testing.T, e *env) {
-	if _, ok := e.newStore(t).(ratelimit.RefundStore); !ok {
-		t.Skip("the store is not a ratelimit.RefundStore")
+	if _, ok := e.newStore(t).(backend.RefundStore); !ok {
+		t.Skip("the store is not a backend.RefundStore")
 	}
 	c := e.checked(5, time.Second)
 	c.allowN("user", 3)

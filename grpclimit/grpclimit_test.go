@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
 )
@@ -53,13 +54,13 @@ func serveTCP(t *testing.T, i *grpclimit.Interceptor) healthpb.HealthClient {
 	return healthpb.NewHealthClient(conn)
 }
 
-func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
+func limiter(t *testing.T, s backend.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, opts...)
 	require.NoError(t, err)
 	return l
 }
 
-func memoryStore(t *testing.T) ratelimit.Store {
+func memoryStore(t *testing.T) backend.Store {
 	s, err := memory.New()
 	if err != nil {
 		t.Fatal(err)
@@ -181,13 +182,13 @@ type failingStore struct{}
 
 var errDown = errors.New("connection refused")
 
-func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, errDown
+func (failingStore) Take(context.Context, backend.Request) (backend.Outcome, error) {
+	return backend.Outcome{}, errDown
 }
-func (failingStore) Peek(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, errDown
+func (failingStore) Peek(context.Context, backend.Request) (backend.Outcome, error) {
+	return backend.Outcome{}, errDown
 }
-func (failingStore) Reset(context.Context, ratelimit.Key) error { return errDown }
+func (failingStore) Reset(context.Context, string, string) error { return errDown }
 
 func TestKeyFuncs(t *testing.T) {
 	ctx := context.Background()

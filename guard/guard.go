@@ -1,5 +1,5 @@
 // Package guard keeps a Limiter limiting when its store is slow or gone. It
-// is a ratelimit.Store that wraps another (the primary: Redis, Valkey, any
+// is a backend.Store that wraps another (the primary: Redis, Valkey, any
 // backend) with a circuit breaker and, optionally, a local fallback store.
 //
 // While the primary answers, guard passes every call through and changes
@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // ErrOpen is wrapped by the errors of calls that the open breaker kept from
@@ -91,7 +92,7 @@ type config struct {
 	name          string
 	failures      int
 	coolDown      time.Duration
-	fallback      ratelimit.Store
+	fallback      backend.Store
 	instances     int
 	localPolicy   func(ratelimit.Policy) ratelimit.Policy
 	onStateChange func(name string, from, to State)
@@ -113,7 +114,7 @@ func WithCoolDown(d time.Duration) Option { return func(c *config) { c.coolDown 
 // decide while the primary cannot, under Limit/instances of each policy (at
 // least 1), for a limit that instances app instances share. local must not
 // be nil and instances must be at least 1.
-func WithFallback(local ratelimit.Store, instances int) Option {
+func WithFallback(local backend.Store, instances int) Option {
 	return func(c *config) {
 		switch {
 		case local == nil:
@@ -139,17 +140,17 @@ func WithStateObserver(f func(name string, from, to State)) Option {
 	return func(c *config) { c.onStateChange = f }
 }
 
-// Store is the guarded ratelimit.Store. It does not own the primary or the
+// Store is the guarded backend.Store. It does not own the primary or the
 // fallback: close them when done.
 type Store struct {
-	primary  ratelimit.Store
-	fallback ratelimit.Store
+	primary  backend.Store
+	fallback backend.Store
 	share    func(ratelimit.Policy) ratelimit.Policy
 	breaker  *breaker
 }
 
 // New returns primary guarded by a breaker, with the options' fallback.
-func New(primary ratelimit.Store, opts ...Option) (*Store, error) {
+func New(primary backend.Store, opts ...Option) (*Store, error) {
 	c := config{name: "guard", failures: DefaultFailures, coolDown: DefaultCoolDown}
 	for _, o := range opts {
 		o(&c)
@@ -200,15 +201,15 @@ func answered(err error) bool {
 		errors.Is(err, errors.ErrUnsupported)
 }
 
-// InProcess implements ratelimit.InProcessStore: a guard is in process when
+// InProcess implements backend.InProcessStore: a guard is in process when
 // its primary and its fallback are (a Limiter then sets it no time budget,
 // which an in-process primary could only fail for want of CPU).
 func (s *Store) InProcess() bool {
 	return inProcess(s.primary) && (s.fallback == nil || inProcess(s.fallback))
 }
 
-func inProcess(s ratelimit.Store) bool {
-	ip, ok := s.(ratelimit.InProcessStore)
+func inProcess(s backend.Store) bool {
+	ip, ok := s.(backend.InProcessStore)
 	return ok && ip.InProcess()
 }
 
@@ -216,40 +217,40 @@ func inProcess(s ratelimit.Store) bool {
 // passed turns half-open on the next call.
 func (s *Store) State() State { return State(s.breaker.state.Load()) }
 
-// Take implements ratelimit.Store.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, ratelimit.Store.Take)
+// Take implements backend.Store.
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.decide(ctx, req, backend.Store.Take)
 }
 
-// Peek implements ratelimit.Store.
-func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return s.decide(ctx, req, ratelimit.Store.Peek)
+// Peek implements backend.Store.
+func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.decide(ctx, req, backend.Store.Peek)
 }
 
-// Refund implements ratelimit.RefundStore: the primary refunds through the
+// Refund implements backend.RefundStore: the primary refunds through the
 // breaker, or the fallback refunds what it holds while the primary cannot.
 // A store that cannot refund answers errors.ErrUnsupported.
-func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, refund)
 }
 
-func refund(st ratelimit.Store, ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	rs, ok := st.(ratelimit.RefundStore)
+func refund(st backend.Store, ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	rs, ok := st.(backend.RefundStore)
 	if !ok {
-		return ratelimit.Decision{}, fmt.Errorf("guard: %T cannot refund: %w", st, errors.ErrUnsupported)
+		return backend.Outcome{}, fmt.Errorf("guard: %T cannot refund: %w", st, errors.ErrUnsupported)
 	}
 	return rs.Refund(ctx, req)
 }
 
-type call func(ratelimit.Store, context.Context, ratelimit.Request) (ratelimit.Decision, error)
+type call func(backend.Store, context.Context, backend.Request) (backend.Outcome, error)
 
-func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (ratelimit.Decision, error) {
+func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backend.Outcome, error) {
 	if err := req.Validate(); err != nil { // bad input: no call, so neither a success nor a failure
-		return ratelimit.Decision{}, fmt.Errorf("guard: %w", err)
+		return backend.Outcome{}, fmt.Errorf("guard: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		if callerDone(ctx) { // the caller went away, or its own deadline passed
-			return ratelimit.Decision{}, err
+			return backend.Outcome{}, err
 		}
 		// The Limiter's budget ran out before the primary was asked: it
 		// could not answer in time, and the fallback answers. The breaker
@@ -268,119 +269,61 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, do call) (rat
 	return s.local(ctx, req, do, err)
 }
 
-// local answers req from the fallback, or fails with cause.
-func (s *Store) local(ctx context.Context, req ratelimit.Request, do call, cause error) (ratelimit.Decision, error) {
-	if s.fallback == nil {
-		return ratelimit.Decision{}, cause
-	}
-	req, err := s.localRequest(req)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("%w (the primary: %w)", err, cause)
-	}
-	// The caller's context may be spent on the primary's time budget; the
-	// fallback decides in process.
-	d, err := do(s.fallback, context.WithoutCancel(ctx), req)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
-	}
-	d.Source = ratelimit.SourceFallback
-	return d, nil
-}
-
-// localRequest is req under the share its fallback decides by. A cost over
-// the share's MaxCost can never fit there: it is an error wrapping
-// ratelimit.ErrInvalidCost, which no failure mode admits, rather than a
-// request the fallback's arithmetic was never meant to see.
-func (s *Store) localRequest(req ratelimit.Request) (ratelimit.Request, error) {
-	p := s.share(req.Policy)
-	if err := p.Validate(); err != nil {
-		return req, fmt.Errorf("guard: the local policy: %w", err)
-	}
-	if req.Cost > p.MaxCost() {
-		return req, fmt.Errorf("guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
-			ratelimit.ErrInvalidCost, req.Cost, p, req.Policy)
-	}
-	req.Policy = p
-	return req, nil
-}
-
-// TakeAll implements ratelimit.MultiStore when the primary does (else it
+// TakeAll implements backend.MultiStore when the primary does (else it
 // returns errors.ErrUnsupported while the breaker is closed), and answers
 // from the fallback, atomically if it is a MultiStore, while the primary
 // cannot.
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("guard: %w: %d outcomes for %d requests", ratelimit.ErrInvalidArgument, len(outs), len(reqs))
+	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
-			return nil, fmt.Errorf("guard: %w", err)
+			return fmt.Errorf("guard: %w", err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		if callerDone(ctx) {
-			return nil, err
+			return err
 		}
-		return s.localAll(ctx, reqs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
 	}
-	primary, ok := s.primary.(ratelimit.MultiStore)
+	primary, ok := s.primary.(backend.MultiStore)
 	if !ok && s.State() == Closed {
-		return nil, fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
+		return fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	allowed, probe := s.breaker.allow()
 	if !allowed {
-		return s.localAll(ctx, reqs, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
 	}
 	if !ok {
 		s.breaker.done(probe, excluded) // not a probe after all
-		return nil, fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
+		return fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
-	ds, err := primary.TakeAll(ctx, reqs)
+	err := primary.TakeAll(ctx, reqs, outs)
 	s.breaker.done(probe, judge(ctx, err))
 	if err == nil || callerGone(ctx, err) || errors.Is(err, errors.ErrUnsupported) {
-		return ds, err
+		return err
 	}
-	return s.localAll(ctx, reqs, err)
+	return s.localAll(ctx, reqs, outs, err)
 }
 
-func (s *Store) localAll(ctx context.Context, reqs []ratelimit.Request, cause error) ([]ratelimit.Decision, error) {
-	local, ok := s.fallback.(ratelimit.MultiStore)
-	if !ok {
-		if s.fallback == nil {
-			return nil, cause
-		}
-		return nil, fmt.Errorf("guard: the fallback cannot decide several requests together: %w", errors.ErrUnsupported)
-	}
-	shared := make([]ratelimit.Request, len(reqs))
-	for i, req := range reqs {
-		var err error
-		if shared[i], err = s.localRequest(req); err != nil {
-			return nil, fmt.Errorf("%w (the primary: %w)", err, cause)
-		}
-	}
-	ds, err := local.TakeAll(context.WithoutCancel(ctx), shared)
-	if err != nil {
-		return nil, fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
-	}
-	for i := range ds {
-		ds[i].Source = ratelimit.SourceFallback
-	}
-	return ds, nil
-}
-
-// Reset implements ratelimit.Store: the key is forgotten by the fallback,
+// Reset implements backend.Store: the key is forgotten by the fallback,
 // and by the primary through the breaker (an open breaker is an error
 // wrapping ErrOpen).
-func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
+func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var local error
 	if s.fallback != nil {
-		local = s.fallback.Reset(context.WithoutCancel(ctx), key)
+		local = s.fallback.Reset(context.WithoutCancel(ctx), prefix, key)
 	}
 	ok, probe := s.breaker.allow()
 	if !ok {
 		return errors.Join(fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore), local)
 	}
-	err := s.primary.Reset(ctx, key)
+	err := s.primary.Reset(ctx, prefix, key)
 	s.breaker.done(probe, judge(ctx, err))
 	return errors.Join(err, local)
 }

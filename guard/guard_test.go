@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
@@ -29,14 +30,14 @@ func newMemory(t testing.TB) *memory.Store {
 // the suite, with a fallback or without.
 func TestConformanceWhileThePrimaryIsHealthy(t *testing.T) {
 	t.Run("with a fallback", func(t *testing.T) {
-		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+		conformance.Run(t, conformance.InProcess(func(t *testing.T) backend.Store {
 			s, err := guard.New(newMemory(t), guard.WithFallback(newMemory(t), 2))
 			require.NoError(t, err)
 			return s
 		}))
 	})
 	t.Run("without", func(t *testing.T) {
-		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+		conformance.Run(t, conformance.InProcess(func(t *testing.T) backend.Store {
 			s, err := guard.New(newMemory(t))
 			require.NoError(t, err)
 			return s
@@ -47,35 +48,35 @@ func TestConformanceWhileThePrimaryIsHealthy(t *testing.T) {
 // flaky is a primary whose server can be made to go away: while down, every
 // call fails as a network store's does when its server is gone.
 type flaky struct {
-	ratelimit.MultiStore
+	backend.MultiStore
 	down  atomic.Bool
 	calls atomic.Int64
 }
 
 var errGone = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-func (f *flaky) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (f *flaky) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return ratelimit.Decision{}, errGone
+		return backend.Outcome{}, errGone
 	}
 	return f.MultiStore.Take(ctx, req)
 }
 
-func (f *flaky) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (f *flaky) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return ratelimit.Decision{}, errGone
+		return backend.Outcome{}, errGone
 	}
-	return f.MultiStore.(ratelimit.RefundStore).Refund(ctx, req)
+	return f.MultiStore.(backend.RefundStore).Refund(ctx, req)
 }
 
-func (f *flaky) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+func (f *flaky) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return nil, errGone
+		return errGone
 	}
-	return f.MultiStore.TakeAll(ctx, reqs)
+	return f.MultiStore.TakeAll(ctx, reqs, outs)
 }
 
 // transitions records the breaker's state changes.

@@ -18,18 +18,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 )
 
-func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
+func limiter(t *testing.T, s backend.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, opts...)
 	require.NoError(t, err)
 	return l
 }
 
-func memoryStore(t *testing.T) ratelimit.Store {
+func memoryStore(t *testing.T) backend.Store {
 	s, err := memory.New()
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestSeveralRulesAndACustomDenial(t *testing.T) {
 }
 
 // A store that really fails: a Redis client of a port where nothing listens.
-func deadStore(t *testing.T) ratelimit.Store {
+func deadStore(t *testing.T) backend.Store {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()

@@ -1,6 +1,6 @@
 // Package nearcache remembers denials near the caller, so that a flood from
 // one abusive key costs no round trip per request: a layer over any
-// ratelimit.Store.
+// backend.Store.
 //
 // When the store denies a key a request of cost 1 because the key is at its
 // limit, the answer stays the same until the denial's RetryAfter passes:
@@ -33,19 +33,18 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // DefaultSize is the number of keys a cache holds unless New is told
 // otherwise: about 200 bytes each.
 const DefaultSize = 10_000
 
-// Store is a ratelimit.Store answering cached denials itself and asking the
-// store it wraps for everything else. It is a ratelimit.MultiStore, a
+// Store is a backend.Store answering cached denials itself and asking the
+// store it wraps for everything else. It is a backend.MultiStore, a
 // RefundStore and an InProcessStore when the wrapped store is.
 type Store struct {
-	next   ratelimit.Store
+	next   backend.Store
 	cache  *lru.Cache[slot, denial]
 	hits   atomic.Uint64
 	misses atomic.Uint64
@@ -53,133 +52,140 @@ type Store struct {
 
 // slot names a key's state under one algorithm.
 type slot struct {
-	key ratelimit.Key
-	alg ratelimit.Algorithm
+	prefix, key string
+	alg         backend.Algorithm
 }
 
-// denial is a cached denial: the decision, the policy and clock that made
-// it, and when it ends.
+func slotOf(req *backend.Request) slot { return slot{req.Rule.Prefix(), req.Key, req.Rule.Algorithm()} }
+
+// denial is a cached denial: the outcome, the rule and clock that made it,
+// and when it ends.
 type denial struct {
-	d      ratelimit.Decision
-	policy ratelimit.Policy
-	clock  ratelimit.Clock
-	// On the caller's clock, until is on it; on the store's, it is on the
-	// local monotonic clock, from sent, when the request went out.
-	until time.Time
+	out    backend.Outcome
+	rule   *backend.Rule
+	caller bool // on the caller's clock
+	// On the caller's clock, until is on it (µs); on the store's, the
+	// denial ends retry after sent, when the request went out, on the
+	// local monotonic clock.
+	until int64
 	sent  time.Time
 }
 
 // New returns a Store over next caching at most size denials (DefaultSize
 // when size is 0).
-func New(next ratelimit.Store, size int) (*Store, error) {
+func New(next backend.Store, size int) (*Store, error) {
 	if next == nil {
-		return nil, fmt.Errorf("%w: nil store", ratelimit.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil store", backend.ErrInvalidArgument)
 	}
 	if size == 0 {
 		size = DefaultSize
 	}
 	if size < 0 {
-		return nil, fmt.Errorf("%w: cache size %d", ratelimit.ErrInvalidArgument, size)
+		return nil, fmt.Errorf("%w: cache size %d", backend.ErrInvalidArgument, size)
 	}
 	cache, err := lru.New[slot, denial](size)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ratelimit.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidArgument, err)
 	}
 	return &Store{next: next, cache: cache}, nil
 }
 
-// Take implements ratelimit.Store: a request of cost 1 on a key with a
+// Take implements backend.Store: a request of cost 1 on a key with a
 // cached denial is denied here; anything else is the store's.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	if req.Cost != 1 || req.Validate() != nil { // bad input is the store's to refuse
 		return s.next.Take(ctx, req)
 	}
-	k := slot{req.Key, req.Policy.Algorithm}
+	k := slotOf(&req)
 	if c, ok := s.cache.Get(k); ok {
-		if d, ok := c.answer(req); ok {
+		if out, ok := c.answer(&req); ok {
 			s.hits.Add(1)
-			return d, nil
+			return out, nil
 		}
 		s.cache.Remove(k)
 	}
 	s.misses.Add(1)
 	sent := time.Now()
-	d, err := s.next.Take(ctx, req)
-	if err == nil && !d.Allowed && d.Count == d.Limit && d.RetryAfter > 0 && d.Source == ratelimit.SourceStore {
-		c := denial{d: d, policy: req.Policy, clock: req.Clock, sent: sent}
-		if req.Clock == ratelimit.CallerClock {
-			c.until = d.At.Add(d.RetryAfter)
+	out, err := s.next.Take(ctx, req)
+	if err == nil && !out.Allowed && out.Count == req.Rule.MaxCost() && out.RetryAfter > 0 && out.Fallback == nil {
+		c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent}
+		if c.caller {
+			c.until = out.At + out.RetryAfter
 		} else {
-			c.until = sent.Add(d.RetryAfter)
+			c.until = out.RetryAfter
 		}
 		s.cache.Add(k, c)
 	}
-	return d, err
+	return out, err
 }
 
 // answer is the cached denial as of req, if it still holds.
-func (c denial) answer(req ratelimit.Request) (ratelimit.Decision, bool) {
-	if c.policy != req.Policy || c.clock != req.Clock {
-		return ratelimit.Decision{}, false
+func (c denial) answer(req *backend.Request) (backend.Outcome, bool) {
+	if c.rule != req.Rule || c.caller != (req.Now != 0) {
+		return backend.Outcome{}, false
 	}
-	d := c.d
-	if req.Clock == ratelimit.CallerClock {
-		d.At = req.Now
+	out := c.out
+	var left int64
+	if c.caller {
+		if req.Now < c.out.At {
+			return backend.Outcome{}, false // a caller's clock before the denial: the store's to say
+		}
+		out.At, left = req.Now, c.until-req.Now
 	} else {
-		now := time.Now()
-		d.At = c.d.At.Add(now.Sub(c.sent))
-		req.Now = now
+		elapsed := time.Since(c.sent).Microseconds()
+		out.At, left = c.out.At+elapsed, c.until-elapsed
 	}
-	left := c.until.Sub(req.Now)
-	if left <= 0 || req.Now.Before(c.d.At) && req.Clock == ratelimit.CallerClock {
-		return ratelimit.Decision{}, false // over, or a caller's clock before the denial: the store's to say
+	if left <= 0 {
+		return backend.Outcome{}, false // over: the store's to say
 	}
-	d.RetryAfter = left
-	return d, true
+	out.RetryAfter = left
+	return out, true
 }
 
-// Peek implements ratelimit.Store: the store's answer.
-func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Peek implements backend.Store: the store's answer.
+func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.next.Peek(ctx, req)
 }
 
-// Reset implements ratelimit.Store: the key's cached denials go, then the
+// Reset implements backend.Store: the key's cached denials go, then the
 // store forgets it.
-func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
-	s.forget(key)
-	return s.next.Reset(ctx, key)
+func (s *Store) Reset(ctx context.Context, prefix, key string) error {
+	s.forget(prefix, key)
+	return s.next.Reset(ctx, prefix, key)
 }
 
-func (s *Store) forget(key ratelimit.Key) {
-	for _, alg := range ratelimit.Algorithms() {
-		s.cache.Remove(slot{key, alg})
+func (s *Store) forget(prefix, key string) {
+	for _, alg := range backend.Algorithms() {
+		s.cache.Remove(slot{prefix, key, alg})
 	}
 }
 
-// Refund implements ratelimit.RefundStore: the key's cached denials go,
+// Refund implements backend.RefundStore: the key's cached denials go,
 // then the store refunds (errors.ErrUnsupported if it cannot).
-func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	s.forget(req.Key)
-	rs, ok := s.next.(ratelimit.RefundStore)
+func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	if req.Rule != nil {
+		s.forget(req.Rule.Prefix(), req.Key)
+	}
+	rs, ok := s.next.(backend.RefundStore)
 	if !ok {
-		return ratelimit.Decision{}, fmt.Errorf("nearcache: %T cannot refund: %w", s.next, errors.ErrUnsupported)
+		return backend.Outcome{}, fmt.Errorf("nearcache: %T cannot refund: %w", s.next, errors.ErrUnsupported)
 	}
 	return rs.Refund(ctx, req)
 }
 
-// TakeAll implements ratelimit.MultiStore: the store's answer (or
+// TakeAll implements backend.MultiStore: the store's answer (or
 // errors.ErrUnsupported if it is no MultiStore).
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
-	ms, ok := s.next.(ratelimit.MultiStore)
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	ms, ok := s.next.(backend.MultiStore)
 	if !ok {
-		return nil, fmt.Errorf("nearcache: %T cannot decide several requests together: %w", s.next, errors.ErrUnsupported)
+		return fmt.Errorf("nearcache: %T cannot decide several requests together: %w", s.next, errors.ErrUnsupported)
 	}
-	return ms.TakeAll(ctx, reqs)
+	return ms.TakeAll(ctx, reqs, outs)
 }
 
-// InProcess implements ratelimit.InProcessStore: as the store is.
+// InProcess implements backend.InProcessStore: as the store is.
 func (s *Store) InProcess() bool {
-	ip, ok := s.next.(ratelimit.InProcessStore)
+	ip, ok := s.next.(backend.InProcessStore)
 	return ok && ip.InProcess()
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
@@ -19,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-func cached(t testing.TB, next ratelimit.Store) *nearcache.Store {
+func cached(t testing.TB, next backend.Store) *nearcache.Store {
 	s, err := nearcache.New(next, 0)
 	require.NoError(t, err)
 	return s
@@ -30,7 +31,7 @@ func cached(t testing.TB, next ratelimit.Store) *nearcache.Store {
 // cache per instance, as app instances would have.
 func TestConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		conformance.Run(t, conformance.InProcess(func(t *testing.T) ratelimit.Store {
+		conformance.Run(t, conformance.InProcess(func(t *testing.T) backend.Store {
 			m, err := memory.New()
 			if err != nil {
 				t.Fatal(err)
@@ -41,7 +42,7 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		addr := testserver.Get(t, testserver.Redis).Addr
-		conformance.Run(t, func(t *testing.T) ratelimit.Store {
+		conformance.Run(t, func(t *testing.T) backend.Store {
 			c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = c.Close() })
 			return cached(t, redis.New(c))
@@ -63,13 +64,16 @@ func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
 		l, err := ratelimit.New(s, p, ratelimit.WithCallerClock(clock.Now))
 		require.NoError(t, err)
 		model, ctx := conformance.NewModel(), context.Background()
+		rule, err := backend.NewRule(backend.Algorithm(alg), int64(p.Limit), p.Window, int64(p.Burst), p.Window, ratelimit.DefaultPrefix)
+		require.NoError(t, err)
 		for i := 0; i < 3000; i++ {
 			clock.Advance(time.Millisecond)
-			want := model.Take(ratelimit.Request{Key: ratelimit.Key{Prefix: ratelimit.DefaultPrefix, ID: "abuser"}, Policy: p, Cost: 1,
-				Clock: ratelimit.CallerClock, Now: clock.Now()})
+			want := model.Take(backend.Request{Rule: rule, Key: "abuser", Cost: 1, Now: clock.Now().UnixMicro()})
 			got, err := l.Allow(ctx, "abuser")
 			require.NoError(t, err)
-			require.Equal(t, want, got, "%v: request %d", alg, i)
+			require.Equal(t, ratelimit.Decision{Allowed: want.Allowed, Limit: p.MaxCost(), Remaining: max(p.MaxCost()-int(want.Count), 0),
+				Count: int(want.Count), ResetAt: time.UnixMicro(want.ResetAt), RetryAfter: time.Duration(want.RetryAfter) * time.Microsecond,
+				At: time.UnixMicro(want.At)}, got, "%v: request %d", alg, i)
 		}
 		t.Logf("%v: %d of 3000 requests answered by the cache, %d by the store", alg, s.Hits(), s.Misses())
 		require.Greater(t, s.Hits(), uint64(2500), "%v: most of a flood is answered locally", alg)

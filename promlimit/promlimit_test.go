@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/promlimit"
@@ -18,13 +19,13 @@ import (
 
 type brokenStore struct{}
 
-func (brokenStore) Take(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, errors.New("server down")
+func (brokenStore) Take(context.Context, backend.Request) (backend.Outcome, error) {
+	return backend.Outcome{}, errors.New("server down")
 }
-func (brokenStore) Peek(context.Context, ratelimit.Request) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, errors.New("server down")
+func (brokenStore) Peek(context.Context, backend.Request) (backend.Outcome, error) {
+	return backend.Outcome{}, errors.New("server down")
 }
-func (brokenStore) Reset(context.Context, ratelimit.Key) error { return nil }
+func (brokenStore) Reset(context.Context, string, string) error { return nil }
 
 func TestCountsDecisionsByPolicyAndResult(t *testing.T) {
 	reg := prometheus.NewRegistry()

@@ -3,12 +3,14 @@ package memory
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // A flood of new keys once gave the keys in active use their quota again:
@@ -27,13 +29,16 @@ func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
 		require.NoError(t, err)
 		l := newLimiter(t, s, ratelimit.PerHour(limit), clock.Now)
 		ctx := context.Background()
-		shard := s.shardIndex("victim")
+		shardIndex := func(key string) uint64 { // of the key's state under the Limiter's prefix and algorithm
+			return (maphash.String(s.seed, key) ^ s.namespaceOf(ratelimit.DefaultPrefix, backend.SlidingWindow)) & s.mask
+		}
+		shard := shardIndex("victim")
 		capacity := s.shards[shard].keys.capacity
 		fresh := 0
 		newKey := func() string { // a key never seen, in the victim's shard
 			for {
 				fresh++
-				if k := fmt.Sprint("flood-", fresh); s.shardIndex(k) == shard {
+				if k := fmt.Sprint("flood-", fresh); shardIndex(k) == shard {
 					return k
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/conformance"
 )
 
@@ -47,19 +48,22 @@ func FuzzMatchesTheModel(f *testing.F) {
 			which := int(op/8) % len(limiters)
 			l := limiters[which]
 			p := l.Policy()
-			req := ratelimit.Request{Key: ratelimit.Key{Prefix: prefixes[which], ID: key}, Policy: p, Cost: 1, Clock: ratelimit.CallerClock, Now: now}
+			rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), time.Second, prefixes[which])
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := backend.Request{Rule: rule, Key: key, Cost: 1, Now: now.UnixMicro()}
 			var got ratelimit.Decision
-			var want ratelimit.Decision
-			var err error
+			var want backend.Outcome
 			switch op % 8 {
 			case 0: // Allow
 				want = model.Take(req)
 				got, err = l.Allow(ctx, key)
 			case 1: // Refund
-				req.Cost = 1 + arg%p.MaxCost()
+				req.Cost = int64(1 + arg%p.MaxCost())
 				var ok bool
 				want, ok = model.Refund(req)
-				got, err = l.Refund(ctx, key, req.Cost)
+				got, err = l.Refund(ctx, key, int(req.Cost))
 				if !ok {
 					if !errors.Is(err, ratelimit.ErrInvalidCost) {
 						t.Fatalf("op %d: a refund of %d on %q%q: %v, want ErrInvalidCost", i/2, req.Cost, prefixes[which], key, err)
@@ -67,14 +71,14 @@ func FuzzMatchesTheModel(f *testing.F) {
 					continue
 				}
 			case 2: // AllowN
-				req.Cost = 1 + arg%p.MaxCost()
+				req.Cost = int64(1 + arg%p.MaxCost())
 				want = model.Take(req)
-				got, err = l.AllowN(ctx, key, req.Cost)
+				got, err = l.AllowN(ctx, key, int(req.Cost))
 			case 3: // Peek
 				want = model.Peek(req)
 				got, err = l.Peek(ctx, key)
 			case 4: // Reset
-				model.Reset(req.Key)
+				model.Reset(prefixes[which], key)
 				if err := l.Reset(ctx, key); err != nil {
 					t.Fatal(err)
 				}
@@ -98,9 +102,15 @@ func FuzzMatchesTheModel(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != want {
+			if want := decisionOf(want, p.MaxCost()); got != want {
 				t.Fatalf("op %d (%d, %d) on %q%q under %v at %v:\n got %+v\nwant %+v", i/2, op, arg, prefixes[which], key, p, now.UnixMicro(), got, want)
 			}
 		}
 	})
+}
+
+// decisionOf is the model's outcome as the Decision a Limiter makes of it.
+func decisionOf(o backend.Outcome, limit int) ratelimit.Decision {
+	return ratelimit.Decision{Allowed: o.Allowed, Limit: limit, Remaining: max(limit-int(o.Count), 0), Count: int(o.Count),
+		ResetAt: time.UnixMicro(o.ResetAt), RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, At: time.UnixMicro(o.At)}
 }

@@ -3,25 +3,25 @@
 // single-node app and for tests.
 //
 // Keys are spread over shards, each a mutex guarding a table of keys, so
-// decisions on different keys rarely contend. A key holds one state per
-// prefix and algorithm it is used under. A key's sliding log is a sorted
-// slice of timestamps, pruned by binary search; a warm key decides without
-// allocating. The Store is a ratelimit.MultiStore: TakeAll decides any
-// requests together, under the locks of their shards.
+// decisions on different keys rarely contend. A key's state under each
+// prefix and algorithm is an entry of its own, holding that algorithm's
+// state only (package algorithm's types), found by one hash of the key. A
+// sliding log is a sorted slice of timestamps, pruned by binary search; a
+// warm key decides without allocating. The Store is a backend.MultiStore:
+// TakeAll decides any requests together, under the locks of their shards.
 //
 // The store is bounded twice: by keys (WithMaxKeys) and by the entries of
 // sliding logs (WithMaxEntries), which hold one entry per admitted request
 // in the window; the other algorithms hold O(1) state per key. The worst case
-// is therefore about MaxKeys*300 bytes plus MaxEntries*16 bytes: 30 MB plus
-// 160 MB with the defaults. A background sweeper drops keys whose state has
+// is therefore about MaxKeys*200 bytes plus MaxEntries*16 bytes: 20 MB plus
+// 160 MB with the defaults, and the keys' own bytes. A background sweeper drops keys whose state has
 // expired (its window, or the Limiter's retention, has passed since its last
 // write, on the store's clock), which loses nothing.
 //
 // When a shard is full, a new key takes the place of an expired key if
 // there is one, else of the oldest key used only once (on probation), and
 // only when every key was used again since it arrived, of the least
-// recently used (github.com/hashicorp/golang-lru/v2 keeps the order). A
-// flood of new keys therefore cannot evict a key in active use while it
+// recently used. A flood of new keys therefore cannot evict a key in active use while it
 // holds keys used once. A key evicted inside its window forgets its history
 // (ActiveEvictions counts them); WithWhenFull(RefuseNewKeys) refuses the new
 // key with ErrFull instead, so that the Limiter's failure mode decides. Size
@@ -39,13 +39,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
-	"github.com/ratelimit-go/ratelimit/internal/outcome"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
-// Store is the in-memory ratelimit.Store. Create it with New and Close it
-// when done to stop its sweeper.
+// Store is the in-memory backend.Store. Create it with New and Close it when
+// done to stop its sweeper.
 type Store struct {
 	shards []shard
 	mask   uint64
@@ -71,7 +70,7 @@ type stats struct {
 
 // New returns an empty Store. A bound under 1 (WithMaxKeys,
 // WithMaxEntries, WithShards) or an unknown WhenFull is an error wrapping
-// ratelimit.ErrInvalidArgument.
+// backend.ErrInvalidArgument.
 func New(opts ...Option) (*Store, error) {
 	c := config{maxKeys: DefaultMaxKeys, maxEntries: DefaultMaxEntries, shards: max(64, 16*runtime.GOMAXPROCS(0)), sweepEvery: DefaultSweepInterval}
 	for _, o := range opts {
@@ -79,13 +78,13 @@ func New(opts ...Option) (*Store, error) {
 	}
 	switch {
 	case c.maxKeys < 1:
-		return nil, fmt.Errorf("%w: memory: WithMaxKeys(%d), want at least 1", ratelimit.ErrInvalidArgument, c.maxKeys)
+		return nil, fmt.Errorf("%w: memory: WithMaxKeys(%d), want at least 1", backend.ErrInvalidArgument, c.maxKeys)
 	case c.maxEntries < 1:
-		return nil, fmt.Errorf("%w: memory: WithMaxEntries(%d), want at least 1", ratelimit.ErrInvalidArgument, c.maxEntries)
+		return nil, fmt.Errorf("%w: memory: WithMaxEntries(%d), want at least 1", backend.ErrInvalidArgument, c.maxEntries)
 	case c.shards < 1:
-		return nil, fmt.Errorf("%w: memory: WithShards(%d), want at least 1", ratelimit.ErrInvalidArgument, c.shards)
+		return nil, fmt.Errorf("%w: memory: WithShards(%d), want at least 1", backend.ErrInvalidArgument, c.shards)
 	case c.whenFull != EvictLeastRecent && c.whenFull != RefuseNewKeys:
-		return nil, fmt.Errorf("%w: memory: WithWhenFull(%d), an unknown policy", ratelimit.ErrInvalidArgument, c.whenFull)
+		return nil, fmt.Errorf("%w: memory: WithWhenFull(%d), an unknown policy", backend.ErrInvalidArgument, c.whenFull)
 	}
 	start := time.Now()
 	n := 1
@@ -119,120 +118,101 @@ func (s *Store) micros() int64 {
 	return s.startMicros + int64(time.Since(s.start)/time.Microsecond)
 }
 
-// Take implements ratelimit.Store.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (d ratelimit.Decision, err error) {
-	if err := ctx.Err(); err != nil {
-		return ratelimit.Decision{}, err
-	}
-	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, err
-	}
-	var out algorithm.Outcome
-	if err := s.takeLocked(s.shard(req.Key.ID), &req, &out); err != nil {
-		return ratelimit.Decision{}, err
-	}
-	// Field by field into the result: a Decision is returned in memory,
-	// and copying one just written stalls the CPU.
-	limit := req.Policy.MaxCost()
-	d.Allowed, d.Limit, d.Remaining, d.Count = out.Allowed, limit, int(max(int64(limit)-out.Count, 0)), int(out.Count)
-	d.ResetAt, d.RetryAfter, d.At = time.UnixMicro(out.ResetAt), time.Duration(out.RetryAfter)*time.Microsecond, time.UnixMicro(out.At)
-	return d, nil
+// namespace is the hash of a prefix and algorithm under the store's seed,
+// which the hash of each of its keys is mixed with.
+type namespace struct{ hash uint64 }
+
+func (s *Store) namespaceOf(prefix string, alg backend.Algorithm) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(prefix)
+	h.WriteByte(byte(alg))
+	return h.Sum64()
 }
 
-// takeLocked decides req under the lock of sh, its shard, released on every
-// path (see unlock).
-// The outcome is written to out, not returned: a copy fewer on the hot path.
-func (s *Store) takeLocked(sh *shard, req *ratelimit.Request, out *algorithm.Outcome) (err error) {
-	sh.mu.Lock()
-	defer sh.unlock(&err)
-	// The store's clock is read under the lock, so that the decisions on a
-	// key are made in the order of their times, as on a server.
-	now, storeNow := s.now(req)
-	e, ok := sh.keys.get(req.Key.ID)
-	var sl *slot
-	if ok {
-		sl = e.slot(req.Key.Prefix, req.Policy.Algorithm)
-	}
-	if sl == nil { // a new key, or new to this prefix or algorithm
-		*out, err = sh.decide(req, now, storeNow, take)
-		return err
-	}
-	// The hot path: a key seen before.
-	sh.keys.used(req.Key.ID, e)
-	*out = sh.take(sl, req, now, storeNow)
-	return nil
+// hash is the one hash of req's state: its key's, mixed with its rule's
+// namespace, which the rule keeps (Rule.Own). It picks the shard and is the
+// shard's index key.
+func (s *Store) hash(req *backend.Request) uint64 {
+	ns := req.Rule.Own(s, func(r *backend.Rule) any { return &namespace{s.namespaceOf(r.Prefix(), r.Algorithm())} }).(*namespace)
+	return maphash.String(s.seed, req.Key) ^ ns.hash
 }
 
-// Peek implements ratelimit.Store.
-func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Take implements backend.Store.
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.decide(ctx, &req, take)
+}
+
+// Peek implements backend.Store.
+func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, &req, peek)
 }
 
-// Refund implements ratelimit.RefundStore.
-func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Refund implements backend.RefundStore.
+func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, &req, refund)
 }
 
-func (s *Store) decide(ctx context.Context, req *ratelimit.Request, o op) (ratelimit.Decision, error) {
+func (s *Store) decide(ctx context.Context, req *backend.Request, o op) (backend.Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return ratelimit.Decision{}, err
+		return backend.Outcome{}, err
 	}
 	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, err
+		return backend.Outcome{}, err
 	}
-	out, err := s.decideLocked(s.shard(req.Key.ID), req, o)
-	if err != nil {
-		return ratelimit.Decision{}, err
-	}
-	return outcome.Decision(out, req.Policy.MaxCost()), nil
+	h := s.hash(req)
+	return s.decideLocked(&s.shards[h&s.mask], req, h, o)
 }
 
 // decideLocked does o for req under the lock of sh, its shard, released on
 // every path (see unlock).
-func (s *Store) decideLocked(sh *shard, req *ratelimit.Request, o op) (_ algorithm.Outcome, err error) {
+func (s *Store) decideLocked(sh *shard, req *backend.Request, h uint64, o op) (_ backend.Outcome, err error) {
 	sh.mu.Lock()
 	defer sh.unlock(&err)
 	// The store's clock is read under the lock, so that the decisions on a
 	// key are made in the order of their times, as on a server.
-	now, storeNow := s.now(req)
-	return sh.decide(req, now, storeNow, o)
+	storeNow := s.micros()
+	now := storeNow
+	if req.Now != 0 {
+		now = req.Now
+	}
+	out, err := sh.decide(req, h, now, storeNow, o)
+	return backend.Outcome{Outcome: out}, err
 }
 
-// TakeAll implements ratelimit.MultiStore: the shards of every request are
+// TakeAll implements backend.MultiStore: the shards of every request are
 // locked (in a fixed order), then every request is peeked at and, if all
 // would be admitted, taken.
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("%w: ratelimit/memory: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+	}
+	hashes := make([]uint64, len(reqs))
 	shards := make([]uint64, 0, len(reqs))
-	for i, req := range reqs {
+	for i := range reqs {
+		req := &reqs[i]
 		if err := req.Validate(); err != nil {
-			return nil, err
+			return err
 		}
 		for _, other := range reqs[:i] {
-			if other.Key == req.Key && other.Policy.Algorithm == req.Policy.Algorithm {
-				return nil, fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key.ID, req.Key.Prefix, errors.ErrUnsupported)
+			if other.Key == req.Key && other.Rule.Algorithm() == req.Rule.Algorithm() && other.Rule.Prefix() == req.Rule.Prefix() {
+				return fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
 			}
 		}
-		shards = append(shards, s.shardIndex(req.Key.ID))
+		hashes[i] = s.hash(req)
+		shards = append(shards, hashes[i]&s.mask)
 	}
 	slices.Sort(shards) // locks are taken in one order: no deadlock between two TakeAlls
 	shards = slices.Compact(shards)
-	outs, err := s.takeAllLocked(shards, reqs)
-	if err != nil {
-		return nil, err
-	}
-	ds := make([]ratelimit.Decision, len(reqs))
-	for i, out := range outs {
-		ds[i] = outcome.Decision(out, reqs[i].Policy.MaxCost())
-	}
-	return ds, nil
+	return s.takeAllLocked(shards, reqs, hashes, outs)
 }
 
 // takeAllLocked decides reqs under the locks of shards (sorted), released
 // on every path (see unlock).
-func (s *Store) takeAllLocked(shards []uint64, reqs []ratelimit.Request) (_ []algorithm.Outcome, err error) {
+func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, hashes []uint64, outs []backend.Outcome) (err error) {
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
@@ -245,67 +225,55 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []ratelimit.Request) (_ []al
 		}
 	}()
 	storeNow := s.micros() // one instant for the requests on the store's clock
-	at := func(req ratelimit.Request) int64 {
-		if req.Clock == ratelimit.CallerClock {
-			return algorithm.Micros(req.Now)
+	at := func(req *backend.Request) int64 {
+		if req.Now != 0 {
+			return req.Now
 		}
 		return storeNow
 	}
-	outs := make([]algorithm.Outcome, len(reqs))
 	all := true
-	for i, req := range reqs {
-		outs[i], _ = s.shard(req.Key.ID).decide(&reqs[i], at(req), storeNow, peek) // a peek stores nothing: never refused
+	for i := range reqs {
+		sh := &s.shards[hashes[i]&s.mask]
+		outs[i].Outcome, _ = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, peek) // a peek stores nothing: never refused
 		all = all && outs[i].Allowed
 	}
 	for i := 0; all && i < len(reqs) && err == nil; i++ {
 		// A full store refusing a new key (RefuseNewKeys) may do so after
 		// an earlier request of the batch was recorded: the error is
 		// returned all the same.
-		outs[i], err = s.shard(reqs[i].Key.ID).decide(&reqs[i], at(reqs[i]), storeNow, take)
+		sh := &s.shards[hashes[i]&s.mask]
+		outs[i].Outcome, err = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, take)
 	}
-	return outs, err
+	return err
 }
 
-// now is the time req is decided at and the store's time, µs.
-func (s *Store) now(req *ratelimit.Request) (now, storeNow int64) {
-	storeNow = s.micros()
-	if req.Clock == ratelimit.CallerClock {
-		return algorithm.Micros(req.Now), storeNow
-	}
-	return storeNow, storeNow
-}
-
-// Reset implements ratelimit.Store: it drops the key's state under every
-// algorithm.
-func (s *Store) Reset(ctx context.Context, key ratelimit.Key) error {
+// Reset implements backend.Store: it drops the key's state under prefix and
+// every algorithm.
+func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	sh := s.shard(key.ID)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.keys.get(key.ID)
-	if !ok {
-		return nil
+	for _, alg := range backend.Algorithms() {
+		h := maphash.String(s.seed, key) ^ s.namespaceOf(prefix, alg)
+		s.resetLocked(&s.shards[h&s.mask], h, prefix, key, alg)
 	}
-	held := e.entries()
-	e.slots = slices.DeleteFunc(e.slots, func(sl slot) bool { return sl.prefix == key.Prefix })
-	sh.entries -= held - e.entries()
-	for i := range e.slots {
-		if !e.slots[i].empty() {
-			return nil
-		}
-	}
-	sh.remove(key.ID, e)
 	return nil
 }
 
-// InProcess implements ratelimit.InProcessStore: a decision waits on nothing
+func (s *Store) resetLocked(sh *shard, h uint64, prefix, key string, alg backend.Algorithm) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.keys.get(h, key, prefix, alg); e != nil {
+		sh.remove(e)
+	}
+}
+
+// InProcess implements backend.InProcessStore: a decision waits on nothing
 // but a shard's lock, so a Limiter sets it no time budget.
 func (s *Store) InProcess() bool { return true }
 
-// Len is the number of keys held (a key used under several prefixes or
-// algorithms counts once).
+// Len is the number of states held: a key used under several prefixes or
+// algorithms counts once for each.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -329,7 +297,3 @@ func (s *Store) ActiveEvictions() uint64 { return s.stats.activeEvictions.Load()
 // Refused is how many new keys a full store built WithWhenFull(RefuseNewKeys)
 // refused since it was made.
 func (s *Store) Refused() uint64 { return s.stats.refused.Load() }
-
-func (s *Store) shard(key string) *shard { return &s.shards[s.shardIndex(key)] }
-
-func (s *Store) shardIndex(key string) uint64 { return maphash.String(s.seed, key) & s.mask }

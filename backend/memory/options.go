@@ -6,7 +6,8 @@ import (
 )
 
 // DefaultMaxKeys bounds the keys a Store holds unless WithMaxKeys says
-// otherwise.
+// otherwise. A key counts once for each prefix and algorithm it is used
+// under.
 const DefaultMaxKeys = 100_000
 
 // DefaultMaxEntries bounds the sliding-log entries a Store holds unless
@@ -67,10 +68,10 @@ var ErrFull = errors.New("ratelimit/memory: full: every key is inside its window
 // EvictLeastRecent).
 func WithWhenFull(w WhenFull) Option { return func(c *config) { c.whenFull = w } }
 
-// WithStoreClock sets the store's own clock, which decides the requests on
-// ratelimit.StoreClock and the sweeper's idea of now (default: the wall clock
-// advanced by the monotonic clock, so a wall-clock step does not move
-// windows). Requests on ratelimit.CallerClock carry their own time.
+// WithStoreClock sets the store's own clock, which decides the requests
+// without a time of their own (backend.Request.Now 0) and the sweeper's idea
+// of now (default: the wall clock advanced by the monotonic clock, so a
+// wall-clock step does not move windows).
 func WithStoreClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithSweepInterval sets how often keys whose window has passed are dropped

@@ -3,12 +3,14 @@ package memory
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/stretchr/testify/require"
 )
 
@@ -59,18 +61,18 @@ func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Peek(ctx, "peeked") // a peek stores nothing
 	require.NoError(t, err)
-	require.Equal(t, 2, s.Len(), "\"old\" under two algorithms is one key")
+	require.Equal(t, 3, s.Len(), "\"old\" under two algorithms is two states, each of its algorithm alone")
 
-	require.Equal(t, 1, s.Sweep(), "both states of \"old\" are idle")
+	require.Equal(t, 2, s.Sweep(), "both states of \"old\" are idle")
 	require.Equal(t, 1, s.Len())
 	d, err := l.Peek(ctx, "recent")
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Count, "a key still in its window keeps its history")
 }
 
-// A key lives under several prefixes and algorithms as one entry: it goes
-// when its last state is reset or idle, not before.
-func TestAKeyUnderSeveralLimitersIsHeldOnce(t *testing.T) {
+// A key lives under several prefixes as one state under each: each goes when
+// it is reset or idle, and the other stays.
+func TestAKeyUnderSeveralLimitersIsAStateForEach(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
 	if err != nil {
@@ -85,14 +87,18 @@ func TestAKeyUnderSeveralLimitersIsHeldOnce(t *testing.T) {
 		_, err := l.Allow(ctx, "k")
 		require.NoError(t, err)
 	}
-	require.Equal(t, 1, s.Len())
+	require.Equal(t, 2, s.Len())
 
 	clock.now = clock.now.Add(2 * time.Second) // short's window has passed, long's has not
-	require.Zero(t, s.Sweep())
+	require.Equal(t, 1, s.Sweep(), "short's state is idle")
 	d, err := long.Peek(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Count, "sweeping kept the state still in its window")
 
+	require.Equal(t, 1, s.Len())
+
+	_, err = short.Allow(ctx, "k")
+	require.NoError(t, err)
 	require.NoError(t, long.Reset(ctx, "k"))
 	require.Equal(t, 1, s.Len(), "short's state is still held")
 	require.NoError(t, short.Reset(ctx, "k"))
@@ -131,11 +137,10 @@ func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 		_, err := l.Allow(context.Background(), "abuser")
 		require.NoError(t, err)
 	}
-	e, ok := s.shard("abuser").keys.get("abuser")
-	require.True(t, ok)
-	sl := e.slot(ratelimit.DefaultPrefix, ratelimit.SlidingWindow)
-	require.NotNil(t, sl)
-	require.Equal(t, 100, sl.log.Len())
+	h := maphash.String(s.seed, "abuser") ^ s.namespaceOf(ratelimit.DefaultPrefix, backend.SlidingWindow)
+	e := s.shards[h&s.mask].keys.get(h, "abuser", ratelimit.DefaultPrefix, backend.SlidingWindow)
+	require.NotNil(t, e)
+	require.Equal(t, 100, e.entries())
 }
 
 func TestWarmKeyDoesNotAllocate(t *testing.T) {

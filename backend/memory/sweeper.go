@@ -26,18 +26,3 @@ func (s *Store) Sweep() int {
 	}
 	return dropped
 }
-
-// sweep drops the shard's keys whose windows have all passed at now.
-func (sh *shard) sweep(now int64) int {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	dropped := 0
-	sh.keys.oldest(func(k string, e *entry) bool {
-		if e.idle(now) {
-			sh.remove(k, e)
-			dropped++
-		}
-		return true
-	})
-	return dropped
-}

@@ -3,25 +3,30 @@ package redis
 import (
 	"fmt"
 
-	goredis "github.com/redis/go-redis/v9"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 // The arguments go-redis formats are those of the script's convention.
 func TestArgsAreTheScriptsConvention(t *testing.T) {
 	s := New(nil)
-	for _, req := range []ratelimit.Request{
-		{Policy: ratelimit.PerMinute(100), Cost: 1},
-		{Policy: ratelimit.Policy{Limit: 7, Window: 1500 * time.Microsecond, Algorithm: ratelimit.FixedWindow}, Cost: 7,
-			Clock: ratelimit.CallerClock, Now: time.UnixMicro(1_700_000_000_123_456)},
-		{Policy: ratelimit.Policy{Limit: 100_000, Window: time.Hour, Algorithm: ratelimit.SlidingWindowCounter}, Cost: 3, Retain: 2 * time.Hour},
-		{Policy: ratelimit.TokenBucket(3, time.Second, 5), Cost: 2},
+	rule := func(alg backend.Algorithm, limit int64, window time.Duration, burst int64, retain time.Duration) *backend.Rule {
+		r, err := backend.NewRule(alg, limit, window, burst, retain, "p:")
+		require.NoError(t, err)
+		return r
+	}
+	for _, req := range []backend.Request{
+		{Rule: rule(backend.SlidingWindow, 100, time.Minute, 0, time.Minute), Key: "k", Cost: 1},
+		{Rule: rule(backend.FixedWindow, 7, 1500*time.Microsecond, 0, time.Second), Key: "k", Cost: 7, Now: 1_700_000_000_123_456},
+		{Rule: rule(backend.SlidingWindowCounter, 100_000, time.Hour, 0, 2*time.Hour), Key: "k", Cost: 3},
+		{Rule: rule(backend.GCRA, 3, time.Second, 5, time.Second), Key: "k", Cost: 2},
 	} {
 		for _, op := range []script.Op{script.Take, script.Peek, script.Refund} {
 			var got []string

@@ -1,4 +1,4 @@
-// Package redis is the ratelimit.Store on Redis (or any server speaking its
+// Package redis is the backend.Store on Redis (or any server speaking its
 // protocol and Lua), through github.com/redis/go-redis/v9.
 //
 // Each decision is one Lua script (shared with the Valkey backend) run with
@@ -6,7 +6,7 @@
 // instances sharing the server enforce one limit. After a SCRIPT FLUSH or a
 // restart the server answers NOSCRIPT, and the store sends the script again
 // with EVAL, in the same call, transparently. Reset is one DEL. The Store is a
-// ratelimit.MultiStore: several policies on one caller's key are decided by
+// backend.MultiStore: several policies on one caller's key are decided by
 // one script.
 //
 // Keys look like "ratelimit:{user42}:sw" (the log), with the caller's key as
@@ -15,7 +15,7 @@
 // log renews it about once a second, not at every write), so idle keys
 // disappear by themselves. The layout is documented once, in internal/script/keys.go.
 //
-// A panic of the client is returned as an error wrapping ratelimit.ErrStore.
+// A panic of the client is returned as an error wrapping backend.ErrStore.
 //
 // # Deadlines
 //
@@ -47,7 +47,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
@@ -61,7 +61,7 @@ type Client interface {
 	Del(ctx context.Context, keys ...string) *goredis.IntCmd
 }
 
-// Store is the Redis ratelimit.Store. It holds no state of its own and does
+// Store is the Redis backend.Store. It holds no state of its own and does
 // not own the client: close the client when done.
 type Store struct {
 	client Client
@@ -162,25 +162,25 @@ func (s *Store) capped(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, s.readTimeout)
 }
 
-// Take implements ratelimit.Store: one EVALSHA.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Take implements backend.Store: one EVALSHA.
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Take)
 }
 
-// Peek implements ratelimit.Store: one EVALSHA that writes nothing.
-func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Peek implements backend.Store: one EVALSHA that writes nothing.
+func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Peek)
 }
 
-// Refund implements ratelimit.RefundStore: one EVALSHA.
-func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Refund implements backend.RefundStore: one EVALSHA.
+func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Refund)
 }
 
-func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
+func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (out backend.Outcome, err error) {
 	defer script.Recover("ratelimit/redis", &err)
 	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", err)
+		return backend.Outcome{}, fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	c := new(call) // the command, its words and its keys: one allocation
 	keys := script.AppendKeys(c.keys[:0], req)
@@ -194,12 +194,12 @@ func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op)
 	}
 	reply, err := s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op))
 	if err == nil {
-		d, err = script.Decision(reply, req.Policy.MaxCost())
+		out, err = script.Outcome(reply)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
+		return backend.Outcome{}, fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
 	}
-	return d, nil
+	return out, nil
 }
 
 // call is one decision's EVALSHA: the command, its words, and its keys,
@@ -217,16 +217,16 @@ var (
 	eval, source any = "eval", script.Decide
 )
 
-// TakeAll implements ratelimit.MultiStore: one EVALSHA for requests on one
+// TakeAll implements backend.MultiStore: one EVALSHA for requests on one
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/redis", &err)
-	if err := script.CheckAll(reqs); err != nil {
-		return nil, fmt.Errorf("ratelimit/redis: %w", err)
+	if err := script.CheckAll(reqs, outs); err != nil {
+		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	keys, err := script.KeysAll(reqs)
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit/redis: %w", err)
+		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.MaxArgs), evalsha, sha, len(keys))
 	for _, k := range keys {
@@ -234,19 +234,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []rat
 	}
 	reply, err := s.run(ctx, new(goredis.IntSliceCmd), append(words, s.args.ForAll(reqs)...))
 	if err == nil {
-		ds, err = script.Decisions(reply, reqs)
+		err = script.Outcomes(reply, outs)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
+		return fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
 	}
-	return ds, nil
+	return nil
 }
 
-// Reset implements ratelimit.Store: one DEL of the key's state under every
+// Reset implements backend.Store: one DEL of the key's state under every
 // algorithm.
-func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
+func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	defer script.Recover("ratelimit/redis", &err)
-	keys := script.AllKeys(key)
+	keys := script.AllKeys(prefix, key)
 	ctx, cancel := s.capped(ctx)
 	defer cancel()
 	_, err = script.Bounded(ctx, "ratelimit/redis", s.honoursContext, func(ctx context.Context) (int64, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/internal/script"
@@ -36,14 +37,14 @@ func newClient(t testing.TB, addr string) *goredis.Client {
 
 func TestConformance(t *testing.T) {
 	t.Logf("server: %s", testserver.Get(t, testserver.Redis).Origin)
-	conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(client(t)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(client(t)) })
 }
 
 // A real one-node Redis Cluster: a script touching keys of two slots fails
 // there with CROSSSLOT, so the whole suite passing proves the hash tags.
 func TestConformanceOnACluster(t *testing.T) {
 	srv := testserver.OwnCluster(t, testserver.Redis)
-	conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(clusterClient(t, srv.Addr)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(clusterClient(t, srv.Addr)) })
 }
 
 // A real cluster of three masters with a replica each: the suite through a
@@ -52,7 +53,7 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	c := testserver.GetCluster(t, testserver.RedisCluster)
 	t.Logf("cluster: %s", c.Origin)
 	t.Run("conformance", func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T) ratelimit.Store { return redis.New(clusterClient(t, c.Addrs...)) })
+		conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(clusterClient(t, c.Addrs...)) })
 	})
 	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, redis.New(clusterClient(t, c.Addrs...))) })
 }
@@ -77,12 +78,12 @@ func TestASlowServerTestSaysWhatItNeeds(t *testing.T) {
 // other masters' keys are decided at full speed.
 func TestFailover(t *testing.T) {
 	t.Run("go-redis defaults", func(t *testing.T) {
-		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) ratelimit.Store {
+		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) backend.Store {
 			return redis.New(clusterClient(t, addrs...))
 		}, false, false)
 	})
 	t.Run("no retry backoff", func(t *testing.T) {
-		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) ratelimit.Store {
+		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) backend.Store {
 			c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true,
 				MinRetryBackoff: -1, MaxRetryBackoff: -1,
 				NewClient: func(opt *goredis.Options) *goredis.Client {
@@ -107,7 +108,7 @@ func TestPrefixesWithBracesOnACluster(t *testing.T) {
 	storetest.PrefixesOnACluster(t, redis.New(clusterClient(t, testserver.OwnCluster(t, testserver.Redis).Addr)))
 }
 
-func newLimiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
+func newLimiter(t *testing.T, s backend.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
 	// A generous budget: these tests check answers, not speed, and a
 	// loaded machine must not fail them for a slow call.
@@ -194,9 +195,12 @@ func TestKeysShareOneHashTag(t *testing.T) {
 	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
 		var tags []string
 		for _, prefix := range []string{ratelimit.DefaultPrefix, "", "x{}:", "{p}"} {
-			all := script.AllKeys(ratelimit.Key{Prefix: prefix, ID: key})
+			all := script.AllKeys(prefix, key)
 			for _, alg := range ratelimit.Algorithms() {
-				keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: key}, Policy: ratelimit.Policy{Algorithm: alg}})
+				p := ratelimit.NewPolicy(alg, 1, time.Second)
+				rule, err := backend.NewRule(backend.Algorithm(alg), int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
+				require.NoError(t, err)
+				keys := script.Keys(backend.Request{Rule: rule, Key: key, Cost: 1})
 				require.Subset(t, all, keys, "Reset deletes every key of the state")
 			}
 			for _, k := range all {
@@ -229,7 +233,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 			}
 			now = now.Add(time.Minute)
 		}
-		keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix(t), ID: key}, Policy: l.Policy()})
+		keys := keysOf(t, prefix(t), key, l.Policy())
 		require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
 		last, err := c.HGet(ctx, keys[1], "n").Int()
 		require.NoError(t, err)
@@ -261,12 +265,12 @@ func TestHonoursTheDeadlineWithoutContextTimeoutEnabled(t *testing.T) {
 // the store has returned, and must not retry there either.
 func TestALongBudgetIsNotRetriedEither(t *testing.T) {
 	t.Run("ContextTimeoutEnabled", func(t *testing.T) {
-		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) ratelimit.Store {
+		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
 			return redis.New(newClient(t, addr))
 		}, 10*time.Second)
 	})
 	t.Run("without", func(t *testing.T) {
-		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) ratelimit.Store {
+		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
 			c := goredis.NewClient(&goredis.Options{Addr: addr})
 			t.Cleanup(func() { _ = c.Close() })
 			return redis.New(c)
@@ -276,13 +280,13 @@ func TestALongBudgetIsNotRetriedEither(t *testing.T) {
 
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
-	storetest.Run(t, testserver.Redis, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {
+	storetest.Run(t, testserver.Redis, srv.Addr, func(t *testing.T, addr string) backend.Store {
 		return redis.New(newClient(t, addr))
 	})
 }
 
 func TestDegradedLocalMode(t *testing.T) {
-	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) ratelimit.Store { return redis.New(newClient(t, addr)) })
+	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return redis.New(newClient(t, addr)) })
 }
 
 // A decision through go-redis made 17 to 19 allocations (go-redis's Script
@@ -302,8 +306,8 @@ func TestAllocationsPerDecision(t *testing.T) {
 		// client's read timeout (else the store caps it: four more).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		req := ratelimit.Request{Key: ratelimit.Key{Prefix: fmt.Sprintf("allocs:%d:", time.Now().UnixNano()), ID: "user"},
-			Policy: ratelimit.NewPolicy(alg, 10_000, time.Minute), Cost: 1, Retain: time.Minute}
+		req := backend.Request{Rule: ruleOf(t, fmt.Sprintf("allocs:%d:", time.Now().UnixNano()), ratelimit.NewPolicy(alg, 10_000, time.Minute)),
+			Key: "user", Cost: 1}
 		_, err := s.Take(ctx, req) // the connection, and the script (NOSCRIPT, then EVAL)
 		require.NoError(t, err)
 		allocs := testing.AllocsPerRun(200, func() {
@@ -327,7 +331,7 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 	l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(10*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: 3, Window: window}))
-	keys := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix(t), ID: "k"}, Policy: l.Policy()})
+	keys := keysOf(t, prefix(t), "k", l.Policy())
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 3; i++ {
 			_, err := l.Allow(ctx, "k")
@@ -340,4 +344,16 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 		}
 		time.Sleep(window + 50*time.Millisecond) // the log empties at the next request's prune
 	}
+}
+
+// ruleOf is p compiled for keys under prefix, as a Limiter compiles it.
+func ruleOf(t *testing.T, prefix string, p ratelimit.Policy) *backend.Rule {
+	rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
+	require.NoError(t, err)
+	return rule
+}
+
+// keysOf are the server keys of key's state under prefix and p.
+func keysOf(t *testing.T, prefix, key string, p ratelimit.Policy) []string {
+	return script.Keys(backend.Request{Rule: ruleOf(t, prefix, p), Key: key, Cost: 1})
 }

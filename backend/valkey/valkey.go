@@ -1,4 +1,4 @@
-// Package valkey is the ratelimit.Store on Valkey (or Redis), through
+// Package valkey is the backend.Store on Valkey (or Redis), through
 // github.com/valkey-io/valkey-go.
 //
 // It runs the same Lua scripts as the Redis backend, with the same key names
@@ -7,13 +7,13 @@
 // to EVAL on NOSCRIPT); valkey-go pipelines the commands of concurrent
 // callers on shared connections automatically, which is where this backend
 // gets its throughput under load. Reset is one DEL. The Store is a
-// ratelimit.MultiStore: several policies on one caller's key are decided by
+// backend.MultiStore: several policies on one caller's key are decided by
 // one script.
 //
 // valkey-go honours the context's deadline, but for one case that the store
 // covers itself (see exec). A call that timed out may still have been decided
 // on the server. A panic of the client is returned as an
-// error wrapping ratelimit.ErrStore. See package ratelimit for the clock
+// error wrapping backend.ErrStore. See package ratelimit for the clock
 // options and internal/script/keys.go for the key layout.
 package valkey
 
@@ -27,11 +27,11 @@ import (
 
 	vk "github.com/valkey-io/valkey-go"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
-// Store is the Valkey ratelimit.Store. It holds no state of its own and does
+// Store is the Valkey backend.Store. It holds no state of its own and does
 // not own the client: close the client when done.
 type Store struct {
 	client vk.Client
@@ -85,63 +85,63 @@ func New(client vk.Client) *Store {
 	}
 }
 
-// Take implements ratelimit.Store: one EVALSHA.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Take implements backend.Store: one EVALSHA.
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Take)
 }
 
-// Peek implements ratelimit.Store: one EVALSHA that writes nothing.
-func (s *Store) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Peek implements backend.Store: one EVALSHA that writes nothing.
+func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Peek)
 }
 
-// Refund implements ratelimit.RefundStore: one EVALSHA.
-func (s *Store) Refund(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// Refund implements backend.RefundStore: one EVALSHA.
+func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Refund)
 }
 
-func (s *Store) decide(ctx context.Context, req ratelimit.Request, op script.Op) (d ratelimit.Decision, err error) {
+func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (out backend.Outcome, err error) {
 	defer script.Recover("ratelimit/valkey", &err)
 	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", err)
+		return backend.Outcome{}, fmt.Errorf("ratelimit/valkey: %w", err)
 	}
 	reply, err := s.exec(ctx, script.Keys(req), s.args.For(req, op))
 	if err == nil {
-		d, err = script.Decision(reply, req.Policy.MaxCost())
+		out, err = script.Outcome(reply)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
+		return backend.Outcome{}, fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
 	}
-	return d, nil
+	return out, nil
 }
 
-// TakeAll implements ratelimit.MultiStore: one EVALSHA for requests on one
+// TakeAll implements backend.MultiStore: one EVALSHA for requests on one
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request) (ds []ratelimit.Decision, err error) {
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
-	if err := script.CheckAll(reqs); err != nil {
-		return nil, fmt.Errorf("ratelimit/valkey: %w", err)
+	if err := script.CheckAll(reqs, outs); err != nil {
+		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
 	keys, err := script.KeysAll(reqs)
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit/valkey: %w", err)
+		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
 	reply, err := s.exec(ctx, keys, s.args.ForAll(reqs))
 	if err == nil {
-		ds, err = script.Decisions(reply, reqs)
+		err = script.Outcomes(reply, outs)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
+		return fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
 	}
-	return ds, nil
+	return nil
 }
 
-// Reset implements ratelimit.Store: one DEL of the key's state under every
+// Reset implements backend.Store: one DEL of the key's state under every
 // algorithm.
-func (s *Store) Reset(ctx context.Context, key ratelimit.Key) (err error) {
+func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
 	_, err = script.Bounded(ctx, "ratelimit/valkey", s.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, s.client.Do(ctx, s.client.B().Del().Key(script.AllKeys(key)...).Build()).Error()
+		return struct{}{}, s.client.Do(ctx, s.client.B().Del().Key(script.AllKeys(prefix, key)...).Build()).Error()
 	})
 	if err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)

@@ -10,6 +10,7 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
@@ -33,7 +34,7 @@ func newClient(t testing.TB, addr string) vk.Client {
 
 func TestConformance(t *testing.T) {
 	t.Logf("server: %s", testserver.Get(t, testserver.Valkey).Origin)
-	conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(client(t)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(client(t)) })
 }
 
 // On a real cluster, valkey-go panics on a command whose keys are in two
@@ -51,7 +52,7 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	c := testserver.GetCluster(t, testserver.ValkeyCluster)
 	t.Logf("cluster: %s", c.Origin)
 	t.Run("conformance", func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(clusterClient(t, c.Addrs...)) })
+		conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(clusterClient(t, c.Addrs...)) })
 	})
 	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, valkey.New(clusterClient(t, c.Addrs...))) })
 }
@@ -61,12 +62,12 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 // dead master's keys (and, while its breaker is open, for the others).
 func TestFailover(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
-		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
+		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) backend.Store {
 			return valkey.New(clusterClient(t, addrs...))
 		}, true, false)
 	})
 	t.Run("guarded", func(t *testing.T) {
-		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) ratelimit.Store {
+		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) backend.Store {
 			local, err := memory.New()
 			if err != nil {
 				t.Fatal(err)
@@ -90,10 +91,10 @@ func clusterClient(t *testing.T, addrs ...string) vk.Client {
 // valkey-go's cluster client.
 func TestConformanceOnACluster(t *testing.T) {
 	srv := testserver.OwnCluster(t, testserver.Valkey)
-	conformance.Run(t, func(t *testing.T) ratelimit.Store { return valkey.New(clusterClient(t, srv.Addr)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(clusterClient(t, srv.Addr)) })
 }
 
-func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy) *ratelimit.Limiter {
+func limiter(t *testing.T, s backend.Store, p ratelimit.Policy) *ratelimit.Limiter {
 	// A generous budget: these tests check answers, not speed.
 	l, err := ratelimit.New(s, p, ratelimit.WithPrefix("test:"+t.Name()+":"), ratelimit.WithTimeout(10*time.Second))
 	require.NoError(t, err)
@@ -132,11 +133,11 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Valkey)
-	storetest.Run(t, testserver.Valkey, srv.Addr, func(t *testing.T, addr string) ratelimit.Store {
+	storetest.Run(t, testserver.Valkey, srv.Addr, func(t *testing.T, addr string) backend.Store {
 		return valkey.New(newClient(t, addr))
 	})
 }
 
 func TestDegradedLocalMode(t *testing.T) {
-	storetest.Guarded(t, testserver.Valkey, func(t *testing.T, addr string) ratelimit.Store { return valkey.New(newClient(t, addr)) })
+	storetest.Guarded(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return valkey.New(newClient(t, addr)) })
 }

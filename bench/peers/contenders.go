@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
@@ -38,7 +39,7 @@ type maker struct {
 }
 
 // ours is this library on store (fresh for each open) under alg.
-func ours(name string, alg ratelimit.Algorithm, store func() (ratelimit.Store, func(), error)) maker {
+func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, func(), error)) maker {
 	return maker{name: name, open: func(limit int, window time.Duration, ns string) (contender, error) {
 		s, closeStore, err := store()
 		if err != nil {
@@ -59,7 +60,7 @@ func ours(name string, alg ratelimit.Algorithm, store func() (ratelimit.Store, f
 // memoryMakers are the in-process limiters: this library's memory store
 // under each algorithm, and the peers' in-memory stores.
 func memoryMakers() []maker {
-	newMemory := func() (ratelimit.Store, func(), error) {
+	newMemory := func() (backend.Store, func(), error) {
 		s, err := memory.New()
 		if err != nil {
 			return nil, nil, err
@@ -130,13 +131,13 @@ func networkMakers(addr string, conns int) []maker {
 	}
 	var ms []maker
 	for _, alg := range ratelimit.Algorithms() {
-		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (ratelimit.Store, func(), error) {
+		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c := newGoRedis()
 			return redis.New(c), func() { _ = c.Close() }, nil
 		}))
 	}
 	for _, alg := range ratelimit.Algorithms() {
-		ms = append(ms, ours("ratelimit valkey "+alg.String(), alg, func() (ratelimit.Store, func(), error) {
+		ms = append(ms, ours("ratelimit valkey "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, MaxFlushDelay: 50 * time.Microsecond})
 			if err != nil {
 				return nil, nil, err

@@ -3,7 +3,7 @@ package script
 import (
 	"strings"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // The key layout on a Redis-protocol server, the one place it is written
@@ -47,33 +47,36 @@ func escape(s string) string {
 	return s
 }
 
-// name is P{K}:suffix, with P and K escaped, in one allocation.
-func name(key ratelimit.Key, suffix string) string {
-	return escape(key.Prefix) + "{" + escape(key.ID) + "}:" + suffix
+// name is P{K}:suffix, with P (escaped already) and K escaped, in one
+// allocation when neither needs escaping.
+func name(prefix, key, suffix string) string {
+	return prefix + "{" + escape(key) + "}:" + suffix
 }
 
 // Keys are the server keys of req's state under its algorithm, in the order
 // the script takes them.
-func Keys(req ratelimit.Request) []string {
+func Keys(req backend.Request) []string {
 	return AppendKeys(make([]string, 0, 2), req)
 }
 
 // AppendKeys appends the keys of req's state to keys, as Keys returns
 // them: their text in one allocation (a sliding log's key is its meta's
 // name less the suffix, sharing its text).
-func AppendKeys(keys []string, req ratelimit.Request) []string {
-	if req.Policy.Algorithm != ratelimit.SlidingWindow {
-		return append(keys, name(req.Key, algorithmArgs[req.Policy.Algorithm]))
+func AppendKeys(keys []string, req backend.Request) []string {
+	prefix := escape(req.Rule.Prefix())
+	if alg := req.Rule.Algorithm(); alg != backend.SlidingWindow {
+		return append(keys, name(prefix, req.Key, algorithmArgs[alg]))
 	}
-	meta := name(req.Key, slidingSuffix+metaSuffix)
+	meta := name(prefix, req.Key, slidingSuffix+metaSuffix)
 	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
 }
 
-// AllKeys are every server key of key, under every algorithm: what Reset
-// deletes.
-func AllKeys(key ratelimit.Key) []string {
-	meta := name(key, slidingSuffix+metaSuffix)
-	return []string{meta[:len(meta)-len(metaSuffix)], meta, name(key, fixedSuffix), name(key, counterSuffix), name(key, gcraSuffix)}
+// AllKeys are every server key of key under prefix, under every algorithm:
+// what Reset deletes.
+func AllKeys(prefix, key string) []string {
+	prefix = escape(prefix)
+	meta := name(prefix, key, slidingSuffix+metaSuffix)
+	return []string{meta[:len(meta)-len(metaSuffix)], meta, name(prefix, key, fixedSuffix), name(prefix, key, counterSuffix), name(prefix, key, gcraSuffix)}
 }
 
 // HashTag is the text a Redis Cluster hashes for key: between the first '{'

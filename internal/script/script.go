@@ -11,12 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
-	"time"
 
-	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
-	"github.com/ratelimit-go/ratelimit/internal/outcome"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 var (
@@ -59,7 +56,7 @@ const (
 
 // Args are the script's arguments for one request, as strings (see
 // decide.lua).
-func Args(req ratelimit.Request, op Op) []string {
+func Args(req backend.Request, op Op) []string {
 	return NewStringArgs().For(req, op)
 }
 
@@ -69,21 +66,19 @@ func NewStringArgs() *ArgCache[string] {
 }
 
 // ArgCache builds the script's arguments in a client's own type (string for
-// valkey-go, any for go-redis), formatting what depends only on the policy
-// once per policy rather than once per decision. Safe for concurrent use.
+// valkey-go, any for go-redis), formatting what depends only on the rule
+// once per rule (kept with it: backend.Rule.Own) rather than once per
+// decision. Safe for concurrent use.
 type ArgCache[T any] struct {
 	format      func(int64) T
 	str         func(string) T
 	serverClock T // the "now" that asks for the server's TIME
 	slack       T
 	ops         [3]T
-	last        atomic.Pointer[policyArgs[T]]
 }
 
-// policyArgs are the arguments of a policy and retention.
-type policyArgs[T any] struct {
-	policy     ratelimit.Policy
-	retain     time.Duration
+// ruleArgs are the arguments of a rule.
+type ruleArgs[T any] struct {
 	alg        T
 	retainMS   T
 	p1, p2, p3 T
@@ -97,18 +92,18 @@ func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 }
 
 // For returns the arguments of one request.
-func (c *ArgCache[T]) For(req ratelimit.Request, op Op) []T {
+func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
 	return c.appendArgs(append(make([]T, 0, 1+argsPerRequest), c.slack), req, op)
 }
 
 // AppendFor appends the arguments of one request to args, as For returns
 // them.
-func (c *ArgCache[T]) AppendFor(args []T, req ratelimit.Request, op Op) []T {
+func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 	return c.appendArgs(append(args, c.slack), req, op)
 }
 
 // ForAll returns the arguments of several requests taken together.
-func (c *ArgCache[T]) ForAll(reqs []ratelimit.Request) []T {
+func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T {
 	args := append(make([]T, 0, 1+argsPerRequest*len(reqs)), c.slack)
 	for _, req := range reqs {
 		args = c.appendArgs(args, req, Take)
@@ -117,36 +112,38 @@ func (c *ArgCache[T]) ForAll(reqs []ratelimit.Request) []T {
 }
 
 // algorithmArgs are the names of the algorithms in the script.
-var algorithmArgs = [...]string{ratelimit.SlidingWindow: slidingSuffix, ratelimit.FixedWindow: fixedSuffix,
-	ratelimit.SlidingWindowCounter: counterSuffix, ratelimit.GCRA: gcraSuffix}
+var algorithmArgs = [...]string{backend.SlidingWindow: slidingSuffix, backend.FixedWindow: fixedSuffix,
+	backend.SlidingWindowCounter: counterSuffix, backend.GCRA: gcraSuffix}
 
-func (c *ArgCache[T]) appendArgs(args []T, req ratelimit.Request, op Op) []T {
-	pa := c.last.Load()
-	if pa == nil || pa.policy != req.Policy || pa.retain != req.Retain {
-		pa = c.policyArgs(req)
-		c.last.Store(pa)
-	}
+func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op) []T {
+	ra := c.ruleArgs(req.Rule)
 	now := c.serverClock
-	if req.Clock == ratelimit.CallerClock {
-		now = c.format(algorithm.Micros(req.Now))
+	if req.Now != 0 {
+		now = c.format(req.Now)
 	}
-	return append(args, pa.alg, c.ops[op], now, c.format(int64(req.Cost)), pa.retainMS, pa.p1, pa.p2, pa.p3)
+	return append(args, ra.alg, c.ops[op], now, c.format(req.Cost), ra.retainMS, ra.p1, ra.p2, ra.p3)
 }
 
-func (c *ArgCache[T]) policyArgs(req ratelimit.Request) *policyArgs[T] {
-	r := outcome.Rate(req.Policy)
-	pa := &policyArgs[T]{policy: req.Policy, retain: req.Retain, alg: c.str(algorithmArgs[req.Policy.Algorithm]),
-		retainMS: c.format((req.Retention().Microseconds() + 999) / 1000)}
-	if req.Policy.Algorithm == ratelimit.GCRA {
-		pa.p1, pa.p2, pa.p3 = c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)
-	} else {
-		pa.p1, pa.p2, pa.p3 = c.format(r.Limit), c.format(r.Window), c.str("")
-	}
-	return pa
+// ruleArgs are rule's arguments, made once per rule and kept with it.
+func (c *ArgCache[T]) ruleArgs(rule *backend.Rule) *ruleArgs[T] {
+	return rule.Own(c, func(rule *backend.Rule) any {
+		r := rule.Rate()
+		ra := &ruleArgs[T]{alg: c.str(algorithmArgs[rule.Algorithm()]), retainMS: c.format((rule.Retain() + 999) / 1000)}
+		if rule.Algorithm() == backend.GCRA {
+			ra.p1, ra.p2, ra.p3 = c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)
+		} else {
+			ra.p1, ra.p2, ra.p3 = c.format(r.Limit), c.format(r.Window), c.str("")
+		}
+		return ra
+	}).(*ruleArgs[T])
 }
 
-// CheckAll is Request.Validate for each of reqs.
-func CheckAll(reqs []ratelimit.Request) error {
+// CheckAll is Request.Validate for each of reqs, and checks that outs has
+// room for their outcomes.
+func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("%w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
 			return err
@@ -159,15 +156,15 @@ func CheckAll(reqs []ratelimit.Request) error {
 // script's order. It fails, wrapping errors.ErrUnsupported, unless one
 // script may touch them all on a cluster (they share a hash tag: one caller's
 // key under several policies) and each request has state of its own.
-func KeysAll(reqs []ratelimit.Request) ([]string, error) {
+func KeysAll(reqs []backend.Request) ([]string, error) {
 	keys := make([]string, 0, 2*len(reqs))
 	for i, req := range reqs {
-		if req.Key.ID != reqs[0].Key.ID {
-			return nil, fmt.Errorf("keys %q and %q may live on different shards: %w", reqs[0].Key.ID, req.Key.ID, errors.ErrUnsupported)
+		if req.Key != reqs[0].Key {
+			return nil, fmt.Errorf("keys %q and %q may live on different shards: %w", reqs[0].Key, req.Key, errors.ErrUnsupported)
 		}
 		for _, other := range reqs[:i] {
-			if other.Key == req.Key && other.Policy.Algorithm == req.Policy.Algorithm {
-				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key.ID, req.Key.Prefix, errors.ErrUnsupported)
+			if other.Rule.Prefix() == req.Rule.Prefix() && other.Rule.Algorithm() == req.Rule.Algorithm() {
+				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
 			}
 		}
 		keys = AppendKeys(keys, req)
@@ -181,30 +178,27 @@ const replyLen = 5
 // refused is the script's "allowed" for a refund of more than is in use.
 const refused = 2
 
-// Decision reads the script's reply for one request under limit
-// (Policy.MaxCost). A refused refund is an error wrapping
-// ratelimit.ErrInvalidCost.
-func Decision(reply []int64, limit int) (ratelimit.Decision, error) {
+// Outcome reads the script's reply for one request. A refused refund is an
+// error wrapping backend.ErrInvalidCost.
+func Outcome(reply []int64) (backend.Outcome, error) {
 	if len(reply) != replyLen {
-		return ratelimit.Decision{}, fmt.Errorf("unexpected script reply %v", reply)
+		return backend.Outcome{}, fmt.Errorf("unexpected script reply %v", reply)
 	}
 	if reply[0] == refused {
-		return ratelimit.Decision{}, fmt.Errorf("%w: a refund of more than the %d in use", ratelimit.ErrInvalidCost, reply[1])
+		return backend.Outcome{}, fmt.Errorf("%w: a refund of more than the %d in use", backend.ErrInvalidCost, reply[1])
 	}
-	out := algorithm.Outcome{Allowed: reply[0] == 1, Count: reply[1], ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}
-	return outcome.Decision(out, limit), nil
+	return backend.Outcome{Outcome: algorithm.Outcome{Allowed: reply[0] == 1, Count: reply[1], ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}}, nil
 }
 
-// Decisions reads the script's reply for several requests.
-func Decisions(reply []int64, reqs []ratelimit.Request) ([]ratelimit.Decision, error) {
-	if len(reply) != replyLen*len(reqs) {
-		return nil, fmt.Errorf("unexpected script reply %v for %d requests", reply, len(reqs))
+// Outcomes reads the script's reply for several requests into outs.
+func Outcomes(reply []int64, outs []backend.Outcome) error {
+	if len(reply) != replyLen*len(outs) {
+		return fmt.Errorf("unexpected script reply %v for %d requests", reply, len(outs))
 	}
-	ds := make([]ratelimit.Decision, len(reqs))
-	for i, req := range reqs {
-		ds[i], _ = Decision(reply[replyLen*i:replyLen*(i+1)], req.Policy.MaxCost())
+	for i := range outs {
+		outs[i], _ = Outcome(reply[replyLen*i : replyLen*(i+1)])
 	}
-	return ds, nil
+	return nil
 }
 
 // WithContext returns err, wrapping ctx's error too when ctx is done and err
@@ -219,12 +213,12 @@ func WithContext(ctx context.Context, err error) error {
 }
 
 // Recover, deferred by a backend's method, turns a panic of the client into
-// an error wrapping ratelimit.ErrStore, prefixed with the backend's name: a
+// an error wrapping backend.ErrStore, prefixed with the backend's name: a
 // client's bug (valkey-go panics on a command whose keys are in two cluster
 // slots) must not take its caller's process down.
-func Recover(backend string, err *error) {
+func Recover(name string, err *error) {
 	if r := recover(); r != nil {
-		*err = fmt.Errorf("%s: the client panicked: %v: %w", backend, r, ratelimit.ErrStore)
+		*err = fmt.Errorf("%s: the client panicked: %v: %w", name, r, backend.ErrStore)
 	}
 }
 
@@ -232,7 +226,7 @@ func Recover(backend string, err *error) {
 // client does not (call then finishes in the background, at the cost of a
 // goroutine per call); honoured says the client returns by itself. A panic of
 // call comes back as Recover's error.
-func Bounded[T any](ctx context.Context, backend string, honoured bool, call func(context.Context) (T, error)) (T, error) {
+func Bounded[T any](ctx context.Context, name string, honoured bool, call func(context.Context) (T, error)) (T, error) {
 	if honoured || ctx.Done() == nil {
 		return call(ctx)
 	}
@@ -248,7 +242,7 @@ func Bounded[T any](ctx context.Context, backend string, honoured bool, call fun
 	go func() {
 		var r result
 		func() {
-			defer Recover(backend, &r.err)
+			defer Recover(name, &r.err)
 			r.v, r.err = call(ctx)
 		}()
 		done <- r

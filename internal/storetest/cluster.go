@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Spread drives 1,000 users through store, on a cluster whose nodes are at
@@ -18,7 +19,7 @@ import (
 // fair share (a third, give or take a few percent), and no key is anywhere
 // but on the master of its slot (a script touching two slots would have
 // failed with CROSSSLOT).
-func Spread(t *testing.T, addrs []string, store ratelimit.Store) {
+func Spread(t *testing.T, addrs []string, store backend.Store) {
 	ctx := context.Background()
 	pre := prefix()
 	for _, alg := range ratelimit.Algorithms() {

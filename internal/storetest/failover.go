@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 // NewClusterStore returns a store on a new cluster client of the nodes at
 // addrs.
-type NewClusterStore func(t *testing.T, addrs []string) ratelimit.Store
+type NewClusterStore func(t *testing.T, addrs []string) backend.Store
 
 // Failover kills one master of a real cluster (three masters, a replica
 // each, cluster-node-timeout 1s) under load from 16 goroutines, each with

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
@@ -50,7 +51,7 @@ const (
 
 // guardedLimiter is a Limiter on a guard over the server at addr, with a
 // memory fallback, and the guard: outageLimit per window.
-func guardedLimiter(t *testing.T, primary ratelimit.Store, window time.Duration) (*ratelimit.Limiter, *guard.Store) {
+func guardedLimiter(t *testing.T, primary backend.Store, window time.Duration) (*ratelimit.Limiter, *guard.Store) {
 	local, err := memory.New(memory.WithSweepInterval(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = local.Close() })

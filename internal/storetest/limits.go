@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 // history: 5 requests per 500ms, then SetPolicy to 5 per 10s, and 2.5s
@@ -86,7 +85,7 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	pre := prefix()
 	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
 	a := admin(t, addr)
-	log := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "heavy"}, Policy: l.Policy()})[0]
+	log := keysOf(t, pre, "heavy", l.Policy())[0]
 	fill := func(first int) { // a first request of cost first, then requests of cost 1 up to the limit
 		d, err := l.AllowN(ctx, "heavy", first)
 		require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -115,7 +116,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, ratelimit.MaxLimit, ratelimit.MaxWindow),
 		ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, 1, time.Millisecond),
 		ratelimit.TokenBucket(10, time.Second, 20),
-		ratelimit.TokenBucket(1, ratelimit.MaxWindow, 1000),
+		ratelimit.TokenBucket(1, ratelimit.MaxWindow, 521), // the largest burst at that rate
 		ratelimit.TokenBucket(7, 3*time.Millisecond, 1),
 	}
 	maxUs := ratelimit.MaxTime.UnixMicro()
@@ -133,7 +134,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		default:
 			now += rng.Int64N(window/2 + 1)
 		}
-		now = min(max(now, 0), maxUs)
+		now = min(max(now, backend.MinMicros), maxUs)
 		return now
 	}
 	const calls = 3000
@@ -145,10 +146,10 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		if rng.IntN(4) == 0 {
 			cost = 1 + rng.IntN(p.MaxCost())
 		}
-		req := ratelimit.Request{Key: ratelimit.Key{Prefix: "fuzz:", ID: fmt.Sprint("k", rng.IntN(4))}, Policy: p, Cost: cost,
-			Clock: ratelimit.CallerClock, Now: time.UnixMicro(nextTime(p.Window.Microseconds())), Retain: ratelimit.MaxWindow}
+		req := backend.Request{Rule: ruleOf(t, "fuzz:", p, ratelimit.MaxWindow), Key: fmt.Sprint("k", rng.IntN(4)), Cost: int64(cost),
+			Now: nextTime(p.Window.Microseconds())}
 		if rng.IntN(20) == 0 {
-			req.Clock = ratelimit.StoreClock
+			req.Now = 0 // the server's clock
 		}
 		op := script.Op(rng.IntN(3))
 		require.NoError(t, req.Validate(), "the fuzz makes only requests a store accepts")
@@ -162,7 +163,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		cancel()
 		if err != nil {
 			requireAnswers(t, srv.Addr)
-			errs = append(errs, fmt.Sprintf("call %d: %v %v at %d, cost %d: %v", i, op, p, req.Now.UnixMicro(), cost, err))
+			errs = append(errs, fmt.Sprintf("call %d: %v %v at %d, cost %d: %v", i, op, p, req.Now, cost, err))
 			if len(errs) > 10 {
 				break
 			}

@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 // NewStore returns a store on a new client of the server at addr.
-type NewStore func(t *testing.T, addr string) ratelimit.Store
+type NewStore func(t *testing.T, addr string) backend.Store
 
 // Run runs every check; addr is the package's shared server and kind says
 // which binaries can start a server of its own for the fault checks.
@@ -47,7 +48,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 // prefixes holding braces apart from the hash tag: "x{}:" once split a key's
 // server keys over two slots (go-redis: CROSSSLOT on every sliding decision;
 // valkey-go: a panic in the caller's goroutine).
-func PrefixesOnACluster(t *testing.T, store ratelimit.Store) {
+func PrefixesOnACluster(t *testing.T, store backend.Store) {
 	ctx := context.Background()
 	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
 		for _, alg := range ratelimit.Algorithms() {
@@ -58,7 +59,7 @@ func PrefixesOnACluster(t *testing.T, store ratelimit.Store) {
 				require.NoError(t, err, "prefix %q, %v", prefix, alg)
 				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
 			}
-			for _, k := range script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: prefix, ID: "user"}, Policy: l.Policy()}) {
+			for _, k := range keysOf(t, prefix, "user", l.Policy()) {
 				require.Equal(t, "user", script.HashTag(k), "prefix %q: the caller's key is the hash tag of %q", prefix, k)
 			}
 		}
@@ -83,7 +84,7 @@ const correctnessBudget = 10 * time.Second
 // generous correctness budget: the checks of a store's answers must not
 // fail for a loaded machine's slow call; a check of the budget itself sets
 // its own (WithTimeout in opts, which comes later and wins).
-func limiter(t *testing.T, s ratelimit.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
+func limiter(t *testing.T, s backend.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, append([]ratelimit.Option{ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(correctnessBudget)}, opts...)...)
 	require.NoError(t, err)
 	return l
@@ -302,7 +303,7 @@ func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget ti
 // failurePolicy, with the server down: a Limiter fails closed by default (the
 // caller gets the error) and open when asked (the caller gets an admission
 // that says so, without an error); either way the observer sees the error.
-func failurePolicy(t *testing.T, store ratelimit.Store) {
+func failurePolicy(t *testing.T, store backend.Store) {
 	for _, open := range []bool{false, true} {
 		var observed atomic.Value
 		opts := []ratelimit.Option{ratelimit.WithObserver(ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
@@ -346,7 +347,7 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 // SlowServer puts the server at addr to sleep for a second (DEBUG SLEEP)
 // and requires a call on store with a 50ms deadline to return at its
 // deadline with an error wrapping ErrStore and context.DeadlineExceeded.
-func SlowServer(t *testing.T, addr string, store ratelimit.Store) {
+func SlowServer(t *testing.T, addr string, store backend.Store) {
 	ctx := context.Background()
 	if err := DebugAllowed(addr); err != nil {
 		t.Fatal(err)
@@ -459,7 +460,7 @@ func badInput(t *testing.T, addr string, newStore NewStore) {
 	}
 	require.Len(t, keysUnder(t, a, pre), 2*len(odd), "a sliding log and its counter per key")
 	for _, k := range odd {
-		for _, sk := range script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: k}, Policy: l.Policy()}) {
+		for _, sk := range keysOf(t, pre, k, l.Policy()) {
 			require.EqualValues(t, 1, a.Exists(ctx, sk).Val(), "%q is stored at %q", k, sk)
 		}
 	}
@@ -478,7 +479,7 @@ func flood(t *testing.T, addr string, newStore NewStore) {
 			_, err := l.Allow(ctx, "abuser")
 			require.NoError(t, err)
 		}
-		key := script.Keys(ratelimit.Request{Key: ratelimit.Key{Prefix: pre, ID: "abuser"}, Policy: l.Policy()})[0]
+		key := keysOf(t, pre, "abuser", l.Policy())[0]
 		if alg == ratelimit.SlidingWindow {
 			require.EqualValues(t, limit, a.ZCard(ctx, key).Val(), "ZCARD after 2000 requests at limit %d", limit)
 		} else {
@@ -501,7 +502,7 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	pre := prefix()
 	// What each instance's clock says is recorded, and must not be sent.
 	var sent atomic.Int64
-	spy := func(s ratelimit.Store) ratelimit.Store { return &timeSpy{Store: s, sent: &sent} }
+	spy := func(s backend.Store) backend.Store { return &timeSpy{Store: s, sent: &sent} }
 	a := limiter(t, spy(newStore(t, addr)), p, pre)
 	b := limiter(t, spy(newStore(t, addr)), p, pre)
 	admitted := 0
@@ -537,15 +538,28 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 
 // timeSpy counts requests that carry a client time.
 type timeSpy struct {
-	ratelimit.Store
+	backend.Store
 	sent *atomic.Int64
 }
 
-func (s *timeSpy) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if req.Clock != ratelimit.StoreClock || !req.Now.IsZero() {
+func (s *timeSpy) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	if req.Now != 0 {
 		s.sent.Add(1)
 	}
 	return s.Store.Take(ctx, req)
+}
+
+// ruleOf is p compiled for keys under prefix, kept for retain.
+func ruleOf(t testing.TB, prefix string, p ratelimit.Policy, retain time.Duration) *backend.Rule {
+	t.Helper()
+	r, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), max(retain, p.Window), prefix)
+	require.NoError(t, err)
+	return r
+}
+
+// keysOf are the server keys of key's state under prefix and p.
+func keysOf(t testing.TB, prefix, key string, p ratelimit.Policy) []string {
+	return script.Keys(backend.Request{Rule: ruleOf(t, prefix, p, p.Window), Key: key, Cost: 1})
 }
 
 // Main is the TestMain of a package whose tests stop servers on purpose:

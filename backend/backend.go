@@ -1,0 +1,177 @@
+// Package backend is the contract between a ratelimit.Limiter and the store
+// that keeps its state, as database/sql/driver is database/sql's: what a store
+// implements (Store and the optional abilities a Limiter discovers by type
+// assertion), what it is asked (a Request under a compiled Rule) and what it
+// answers (an Outcome, in integers). Users of the library never need it; the
+// stores of this module (backend/memory, backend/redis, backend/valkey) and
+// yours do. Package conformance is its executable specification.
+//
+// # Deciding
+//
+// A store decides each request in ONE atomic step: prune what has left the
+// window, count, admit or deny, record. Never split it into reads and writes
+// composed by the caller: that races between app instances. Package
+// algorithm holds the rules of the four algorithms and their state in Go;
+// a store on another database (SQL, a key-value server) loads a key's state,
+// decides with it and saves it back in one transaction: every state saves
+// itself as bytes (encoding.BinaryMarshaler).
+//
+// # Times
+//
+// Times cross the contract as integer microseconds since the Unix epoch. A
+// Request's Now is the caller's time, or 0 when the store decides at its own
+// time (a server's TIME). A store refuses a caller's time outside
+// [MinMicros, MaxMicros], where every algorithm computes exactly.
+//
+// # What a store keeps
+//
+// A key's state is named by the rule's prefix, the key and the rule's
+// algorithm: one key keeps a state per algorithm, apart. After a write, a
+// store keeps the state for at least Rule.Retain and for as long as it still
+// counts (Outcome.Life), whichever is longer: state dropped sooner lets a key
+// through again (a GCRA bucket dropped before it drains admits a second
+// burst). Keeping it longer is harmless.
+//
+// A denial records no request. It writes in one case only: state written at
+// a time later than the request's (by a clock that stepped back) is re-timed
+// to the request's time, as package algorithm's Take does.
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ratelimit-go/ratelimit/algorithm"
+)
+
+// MaxKeyLen is the longest key, in bytes; keys are otherwise arbitrary bytes
+// (braces, spaces, NUL, invalid UTF-8), and a store keeps every distinct key
+// apart.
+const MaxKeyLen = 4096
+
+// MaxPrefixLen is the longest prefix, in bytes.
+const MaxPrefixLen = 256
+
+// The times a store decides at exactly, µs since the Unix epoch: every
+// algorithm computes in integer microseconds, and a server's script in
+// doubles, exact below 2^53, with room for four of the longest windows. 0 is
+// not a time: a Request's Now of 0 asks for the store's clock.
+const (
+	MinMicros = 1
+	MaxMicros = 1<<53 - 4*int64(MaxWindow/1000)
+)
+
+// Request is one decision a store makes atomically: a few words, passed by
+// value.
+type Request struct {
+	// Rule is the policy in force now, compiled; it may differ from the one
+	// the stored state was written under (a new policy applies at once to
+	// the history).
+	Rule *Rule
+	// Key is the caller's key, 1 to MaxKeyLen bytes; with Rule.Prefix and
+	// Rule.Algorithm it names the state.
+	Key string
+	// Cost is the number of requests to decide, in [1, Rule.MaxCost].
+	Cost int64
+	// Now is the caller's time in µs since the Unix epoch, or 0: the store
+	// decides at its own time.
+	Now int64
+}
+
+// Validate reports a request no store can decide exactly and in bounded
+// time, which every store refuses before deciding (or any I/O): no rule
+// (ErrInvalidArgument), a key that is empty or too long (ErrInvalidKey), a
+// cost outside [1, Rule.MaxCost] (ErrInvalidCost), a caller's time outside
+// [MinMicros, MaxMicros] (ErrInvalidArgument). A Limiter never sends one; a
+// store checks all the same, as any caller may use it directly.
+func (r *Request) Validate() error {
+	switch {
+	case r.Rule == nil:
+		return fmt.Errorf("%w: a request without a rule", ErrInvalidArgument)
+	case r.Cost < 1 || r.Cost > r.Rule.maxCost:
+		return fmt.Errorf("%w: cost %d, want 1 to %d", ErrInvalidCost, r.Cost, r.Rule.maxCost)
+	case r.Now != 0 && (r.Now < MinMicros || r.Now > MaxMicros):
+		return fmt.Errorf("%w: time %dµs is outside [%d, %d], where every store decides exactly", ErrInvalidArgument, r.Now, MinMicros, MaxMicros)
+	}
+	return ValidateKey(r.Key)
+}
+
+// ValidateKey reports, wrapping ErrInvalidKey, why key cannot be used.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// Outcome is a store's answer, in integers: package ratelimit makes the
+// user's Decision of it (Limit is Rule.MaxCost, Remaining the rest of it
+// after Count). The decision is what package algorithm returns (a store in
+// Go wraps it as it is); Life is for the store, and the Limiter ignores it.
+type Outcome struct {
+	algorithm.Outcome
+	// Fallback is the rule a stand-in decided under, approximately, for a
+	// store that could not (package guard: this instance's share of the
+	// request's rule), or nil: the Decision's Source is then
+	// SourceFallback, and its Limit the fallback rule's.
+	Fallback *Rule
+}
+
+// Store keeps the state of every key and decides each request atomically
+// (see the package documentation). Every method returns an Outcome or an
+// error, never both: a store that cannot decide returns an error, and the
+// Limiter's failure mode chooses what to do. A store must not panic (wrap a
+// client's failures in an error), refuses what Request.Validate reports
+// before deciding, and refuses an algorithm it does not support with an
+// error wrapping errors.ErrUnsupported (see Unsupported).
+type Store interface {
+	// Take decides req and records it if admitted (see the package
+	// documentation for the one write a denial makes).
+	Take(ctx context.Context, req Request) (Outcome, error)
+	// Peek decides req as Take would at this moment, and records nothing,
+	// not even the pruning of what has left the window.
+	Peek(ctx context.Context, req Request) (Outcome, error)
+	// Reset forgets the state of key under prefix, for every algorithm:
+	// its full quota is available at once. Resetting an unknown key is not
+	// an error.
+	Reset(ctx context.Context, prefix, key string) error
+}
+
+// MultiStore is an optional ability of a Store: deciding several requests
+// as one atomic step. ratelimit.Multi uses it when every Limiter shares the
+// store.
+type MultiStore interface {
+	Store
+	// TakeAll decides reqs together into outs (as long as reqs): if Take
+	// would admit every one, each is recorded and outs holds the Takes'
+	// outcomes; otherwise nothing is recorded and outs holds what Peek
+	// would say (so denials carry their exact RetryAfter). Two requests on
+	// the same state (prefix, key and algorithm) are not supported. A
+	// store that cannot decide reqs atomically (on a server, keys on
+	// different shards) records nothing and returns an error wrapping
+	// errors.ErrUnsupported: the caller then decides them one by one.
+	TakeAll(ctx context.Context, reqs []Request, outs []Outcome) error
+}
+
+// RefundStore is an optional ability of a Store: giving quota back.
+type RefundStore interface {
+	Store
+	// Refund gives back req.Cost of the quota req.Key has in use under
+	// req.Rule, undoing what admissions did (see ratelimit.Limiter.Refund
+	// and package algorithm), and returns what Peek of cost 1 would say
+	// afterwards. A refund of more than the key has in use changes nothing
+	// and is an error wrapping ErrInvalidCost.
+	Refund(ctx context.Context, req Request) (Outcome, error)
+}
+
+// InProcessStore is an optional ability of a Store: one that decides in
+// process, never waiting on I/O (the memory store), says so, and a Limiter
+// spares its calls the time budget (a timer per call, for nothing).
+type InProcessStore interface {
+	Store
+	// InProcess reports whether every call returns without waiting on I/O.
+	InProcess() bool
+}

@@ -1,0 +1,35 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The sentinel errors of the contract, which package ratelimit exports under
+// the same names (ratelimit.ErrInvalidCost is ErrInvalidCost): a store wraps
+// one of them with detail, and callers test them with errors.Is. A request a
+// store does not support (an algorithm it lacks, a TakeAll across shards)
+// wraps errors.ErrUnsupported instead.
+var (
+	// ErrInvalidPolicy: a policy outside its bounds (see NewRule).
+	ErrInvalidPolicy = errors.New("ratelimit: invalid policy")
+	// ErrInvalidKey: an empty key, a key longer than MaxKeyLen bytes, or a
+	// prefix longer than MaxPrefixLen bytes.
+	ErrInvalidKey = errors.New("ratelimit: invalid key")
+	// ErrInvalidCost: a cost outside [1, Rule.MaxCost], or a refund of more
+	// than the key has in use.
+	ErrInvalidCost = errors.New("ratelimit: invalid cost")
+	// ErrInvalidArgument: any other bad input (a caller's time outside
+	// [MinMicros, MaxMicros], a nil rule, store or context).
+	ErrInvalidArgument = errors.New("ratelimit: invalid argument")
+	// ErrStore: the store failed to decide (server down, timeout,
+	// cancelled context...). A store may wrap it; the Limiter wraps every
+	// other error of a store with it.
+	ErrStore = errors.New("ratelimit: store failed")
+)
+
+// Unsupported is the error of a store asked to decide under an algorithm it
+// does not support: it wraps errors.ErrUnsupported.
+func Unsupported(store string, alg Algorithm) error {
+	return fmt.Errorf("%s: the %v algorithm: %w", store, alg, errors.ErrUnsupported)
+}

@@ -1,0 +1,217 @@
+package backend
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/algorithm"
+)
+
+// Algorithm is the algorithm a Rule decides under. Its values are those of
+// ratelimit.Algorithm, as database/sql/driver.IsolationLevel's are
+// database/sql.IsolationLevel's: package ratelimit converts one to the other.
+type Algorithm uint8
+
+// The algorithms; package algorithm has their rules.
+const (
+	SlidingWindow Algorithm = iota
+	FixedWindow
+	SlidingWindowCounter
+	GCRA
+	numAlgorithms
+)
+
+// Algorithms is every algorithm, in the order of their values.
+func Algorithms() []Algorithm {
+	return []Algorithm{SlidingWindow, FixedWindow, SlidingWindowCounter, GCRA}
+}
+
+// String returns "sliding", "fixed", "counter" or "gcra".
+func (a Algorithm) String() string {
+	switch a {
+	case SlidingWindow:
+		return "sliding"
+	case FixedWindow:
+		return "fixed"
+	case SlidingWindowCounter:
+		return "counter"
+	case GCRA:
+		return "gcra"
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// The bounds of a rule: every store decides within them exactly (a Lua
+// script's numbers are doubles, exact up to 2^53) and in bounded time and
+// memory. Package ratelimit exports them under the same names.
+const (
+	// MaxLimit bounds a limit and a burst: about 1.1e12.
+	MaxLimit = 1 << 40
+	// MaxLogLimit bounds the limit of SlidingWindow, which keeps an entry
+	// per admitted request.
+	MaxLogLimit = 10_000
+	// MaxWindow bounds a window: 100 days.
+	MaxWindow = 100 * 24 * time.Hour
+	// MinWindow is the shortest window.
+	MinWindow = time.Millisecond
+	// MaxGCRAUnits bounds a burst times the weight of a request in GCRA's
+	// exact units (see algorithm.NewRate).
+	MaxGCRAUnits = 1 << 52
+)
+
+// Rule is a policy compiled once, for every decision under it: a Limiter
+// compiles its policy at New and SetPolicy, and a PolicyFunc's answers once
+// each. It holds everything a store derives from a policy, in the units the
+// algorithms compute in, and is immutable: requests carry it by pointer.
+type Rule struct {
+	rate    algorithm.Rate
+	maxCost int64
+	retain  int64 // µs
+	prefix  string
+	alg     Algorithm
+	// own are the values backends derived from the rule (see Own): a
+	// short list, replaced whole when one is added.
+	own atomic.Pointer[[]owned]
+}
+
+type owned struct {
+	owner any
+	v     any
+}
+
+// maxOwners bounds the values a rule keeps: a Limiter's store and the layers
+// over it (a guard, its fallback, a near cache) are a few.
+const maxOwners = 8
+
+// NewRule compiles a policy of limit requests per window under alg (for
+// GCRA, a rate of limit per window with bursts of burst; burst is 0 for the
+// window algorithms), whose state is kept at least retain after each write
+// (at least the window), for keys under prefix. A policy outside its bounds
+// is an error wrapping ErrInvalidPolicy, a prefix longer than MaxPrefixLen
+// one wrapping ErrInvalidKey, and a retention outside [window, MaxWindow]
+// one wrapping ErrInvalidArgument. The window is kept to the microsecond.
+func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, retain time.Duration, prefix string) (*Rule, error) {
+	if err := CheckPolicy(alg, limit, window, burst); err != nil {
+		return nil, err
+	}
+	if len(prefix) > MaxPrefixLen {
+		return nil, fmt.Errorf("%w: prefix of %d bytes, more than %d", ErrInvalidKey, len(prefix), MaxPrefixLen)
+	}
+	window = window.Truncate(time.Microsecond)
+	if retain < window || retain > MaxWindow {
+		return nil, fmt.Errorf("%w: retention %v is not in [the window %v, MaxWindow]", ErrInvalidArgument, retain, window)
+	}
+	if alg != GCRA {
+		burst = 0
+	}
+	r := &Rule{rate: algorithm.NewRate(limit, window.Microseconds(), burst), maxCost: limit, retain: retain.Microseconds(), prefix: prefix, alg: alg}
+	if alg == GCRA {
+		r.maxCost = burst
+	}
+	return r, nil
+}
+
+// CheckPolicy reports, wrapping ErrInvalidPolicy, why a policy cannot be
+// compiled: a limit or burst not in [1, MaxLimit], a sliding log over
+// MaxLogLimit, a window not in [MinWindow, MaxWindow], a burst on a window
+// algorithm, a GCRA queue too long to compute exactly, an unknown algorithm.
+func CheckPolicy(alg Algorithm, limit int64, window time.Duration, burst int64) error {
+	switch {
+	case limit <= 0:
+		return fmt.Errorf("%w: limit %d is not positive", ErrInvalidPolicy, limit)
+	case limit > MaxLimit:
+		return fmt.Errorf("%w: limit %d is over MaxLimit (%d)", ErrInvalidPolicy, limit, MaxLimit)
+	case window < MinWindow:
+		return fmt.Errorf("%w: window %v is shorter than 1ms", ErrInvalidPolicy, window)
+	case window > MaxWindow:
+		return fmt.Errorf("%w: window %v is longer than MaxWindow (%v)", ErrInvalidPolicy, window, MaxWindow)
+	}
+	switch alg {
+	case SlidingWindow:
+		if limit > MaxLogLimit {
+			return fmt.Errorf("%w: limit %d is over MaxLogLimit (%d) for the sliding log, which keeps an entry per request: use SlidingWindowCounter or GCRA", ErrInvalidPolicy, limit, MaxLogLimit)
+		}
+	case FixedWindow, SlidingWindowCounter:
+	case GCRA:
+		switch {
+		case burst <= 0:
+			return fmt.Errorf("%w: GCRA needs a burst of at least 1, got %d", ErrInvalidPolicy, burst)
+		case burst > MaxLimit:
+			return fmt.Errorf("%w: burst %d is over MaxLimit (%d)", ErrInvalidPolicy, burst, MaxLimit)
+		case burst > MaxGCRAUnits/algorithm.NewRate(limit, window.Microseconds(), burst).Unit:
+			return fmt.Errorf("%w: a burst of %d at %d per %v is too long a queue to compute exactly: lower the burst, or make the window a multiple of the limit in microseconds", ErrInvalidPolicy, burst, limit, window)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidPolicy, alg)
+	}
+	if burst != 0 {
+		return fmt.Errorf("%w: burst %d: only GCRA has a burst", ErrInvalidPolicy, burst)
+	}
+	return nil
+}
+
+// Algorithm is the algorithm the rule decides under.
+func (r *Rule) Algorithm() Algorithm { return r.alg }
+
+// Rate is the policy in the algorithms' units: Limit per Window µs (and
+// GCRA's Burst, Unit and Drain).
+func (r *Rule) Rate() algorithm.Rate { return r.rate }
+
+// Limit is the policy's limit (GCRA: its rate, per window).
+func (r *Rule) Limit() int64 { return r.rate.Limit }
+
+// Window is the policy's window, µs.
+func (r *Rule) Window() int64 { return r.rate.Window }
+
+// Burst is GCRA's burst; 0 for the window algorithms.
+func (r *Rule) Burst() int64 { return r.rate.Burst }
+
+// MaxCost is the largest cost a request may have: the limit, or GCRA's
+// burst. A Decision's Limit is MaxCost.
+func (r *Rule) MaxCost() int64 { return r.maxCost }
+
+// Retain is how long, µs, a store keeps a key's state after each write at
+// the least: the Limiter's retention, at least the window. A later rule
+// with a window up to it must still find the history.
+func (r *Rule) Retain() int64 { return r.retain }
+
+// Prefix is the namespace of the keys decided under the rule: keys under
+// different prefixes never share state.
+func (r *Rule) Prefix() string { return r.prefix }
+
+// Own is what build made of the rule for owner (a comparable value: a
+// store's pointer), made on first use and kept with the rule, so that a
+// store derives its own arguments (a script's, a prefix's hash) once per
+// rule, not once per decision. Safe for concurrent use; build may run more
+// than once when callers race. A rule keeps the values of a few owners; one
+// used by more has the values of the others made again.
+func (r *Rule) Own(owner any, build func(*Rule) any) any {
+	for {
+		old := r.own.Load()
+		var list []owned
+		if old != nil {
+			list = *old
+			for i := range list {
+				if list[i].owner == owner {
+					return list[i].v
+				}
+			}
+		}
+		v := build(r)
+		next := append(make([]owned, 0, len(list)+1), owned{owner, v})
+		next = append(next, list[:min(len(list), maxOwners-1)]...)
+		if r.own.CompareAndSwap(old, &next) {
+			return v
+		}
+	}
+}
+
+// String formats the rule as "100 per 60000000µs (sliding)".
+func (r *Rule) String() string {
+	if r.alg == GCRA {
+		return fmt.Sprintf("%d per %dµs, burst %d (%v)", r.rate.Limit, r.rate.Window, r.rate.Burst, r.alg)
+	}
+	return fmt.Sprintf("%d per %dµs (%v)", r.rate.Limit, r.rate.Window, r.alg)
+}

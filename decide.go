@@ -1,0 +1,119 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// request is key's compiled policy and the request of cost n for the store.
+// A cost the policy can never admit, and a caller's clock outside [MinTime,
+// MaxTime], are refused here, before any I/O.
+func (l *Limiter) request(ctx context.Context, key string, n int) (*compiled, backend.Request, error) {
+	c, err := l.policyOf(ctx, key)
+	if err != nil {
+		return nil, backend.Request{}, err
+	}
+	if n < 1 || int64(n) > c.rule.MaxCost() {
+		return nil, backend.Request{}, costError(n, c.rule.MaxCost())
+	}
+	req := backend.Request{Rule: c.rule, Key: key, Cost: int64(n)}
+	if l.clock != nil {
+		now := l.clock()
+		if err := validateTime(now); err != nil {
+			return nil, backend.Request{}, err
+		}
+		req.Now = now.UnixMicro()
+	}
+	return c, req, nil
+}
+
+// costError is the error of a cost n outside [1, maxCost].
+func costError(n int, maxCost int64) error {
+	return fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, maxCost)
+}
+
+// take asks the store to decide req, and settles its answer.
+func (l *Limiter) take(ctx context.Context, c *compiled, req backend.Request) (Decision, error) {
+	began := time.Now()
+	sctx, cancel := l.budget(ctx, began)
+	out, err := l.store.Take(sctx, req)
+	cancel()
+	return l.settle(ctx, c, req, false, &out, err, began)
+}
+
+// peek asks the store what it would decide for req, and settles its answer.
+func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request) (Decision, error) {
+	began := time.Now()
+	sctx, cancel := l.budget(ctx, began)
+	out, err := l.store.Peek(sctx, req)
+	cancel()
+	return l.settle(ctx, c, req, true, &out, err, began)
+}
+
+// budget is ctx bounded by the time budget from now (see budgetCtx), unless
+// it ends sooner already or is done.
+func (l *Limiter) budget(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
+	if l.timeout == 0 || ctx.Err() != nil {
+		return ctx, noCancel
+	}
+	deadline := now.Add(l.timeout)
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return ctx, noCancel
+	}
+	return &budgetCtx{Context: ctx, deadline: deadline, done: l.deadlines.done(deadline)}, noCancel
+}
+
+func noCancel() {}
+
+// settle turns what the store said into what the caller gets: the failure
+// mode answers for a failed store, dry-run admits, and the observer sees it
+// all.
+func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, peek bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
+	var d Decision
+	if err == nil {
+		d = decision(out, c.rule.MaxCost())
+	} else {
+		err = storeError(err)
+		// A cost the store says can never fit (a guard's share while its
+		// primary is down) is bad input for now, and an algorithm the store
+		// does not support a mistake of configuration: never admitted.
+		if l.failOpen && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, errors.ErrUnsupported) {
+			d = Decision{Allowed: true, Limit: int(c.rule.MaxCost()), At: began, Source: SourceFailOpen}
+		}
+	}
+	if l.observer != nil {
+		l.observer.Observe(ctx, Event{Name: l.name, Policy: c.policy, Key: req.Key, Cost: int(req.Cost), Peek: peek,
+			Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
+	}
+	switch {
+	case err != nil && !d.Allowed:
+		return Decision{}, err
+	case l.dryRun && !d.Allowed:
+		d.Allowed, d.RetryAfter = true, 0
+	}
+	return d, nil
+}
+
+// decision is the Decision of a store's outcome under a policy whose largest
+// cost is maxCost: the one place the store's integers become the user's
+// types.
+func decision(out *backend.Outcome, maxCost int64) Decision {
+	d := Decision{
+		Allowed:    out.Allowed,
+		Limit:      int(maxCost),
+		Remaining:  int(max(maxCost-out.Count, 0)),
+		Count:      int(out.Count),
+		ResetAt:    time.UnixMicro(out.ResetAt),
+		RetryAfter: time.Duration(out.RetryAfter) * time.Microsecond,
+		At:         time.UnixMicro(out.At),
+	}
+	if out.Fallback != nil {
+		d.Source, d.Limit = SourceFallback, int(out.Fallback.MaxCost())
+		d.Remaining = int(max(out.Fallback.MaxCost()-out.Count, 0))
+	}
+	return d
+}

@@ -1,0 +1,104 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// The fallback: what decides, under this instance's share of each policy,
+// while the primary cannot.
+
+// local answers req from the fallback, or fails with cause.
+func (s *Store) local(ctx context.Context, req backend.Request, do call, cause error) (backend.Outcome, error) {
+	if s.fallback == nil {
+		return backend.Outcome{}, cause
+	}
+	req, err := s.localRequest(req)
+	if err != nil {
+		return backend.Outcome{}, fmt.Errorf("%w (the primary: %w)", err, cause)
+	}
+	// The caller's context may be spent on the primary's time budget; the
+	// fallback decides in process.
+	d, err := do(s.fallback, context.WithoutCancel(ctx), req)
+	if err != nil {
+		return backend.Outcome{}, fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
+	}
+	d.Fallback = req.Rule
+	return d, nil
+}
+
+// localRequest is req under the share its fallback decides by. A cost over
+// the share's MaxCost can never fit there: it is an error wrapping
+// ratelimit.ErrInvalidCost, which no failure mode admits, rather than a
+// request the fallback's arithmetic was never meant to see.
+func (s *Store) localRequest(req backend.Request) (backend.Request, error) {
+	sh := s.shareOf(req.Rule)
+	if sh.err != nil {
+		return req, sh.err
+	}
+	if req.Cost > sh.rule.MaxCost() {
+		return req, fmt.Errorf("guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
+			ratelimit.ErrInvalidCost, req.Cost, sh.rule, req.Rule)
+	}
+	req.Rule = sh.rule
+	return req, nil
+}
+
+// shared is the rule the fallback decides by for a rule of the primary's,
+// or why there is none.
+type shared struct {
+	rule *backend.Rule
+	err  error
+}
+
+// shareOf is rule's share, compiled once per rule (kept with it).
+func (s *Store) shareOf(rule *backend.Rule) *shared {
+	return rule.Own(s, func(r *backend.Rule) any {
+		p := s.share(policyOf(r))
+		if err := p.Validate(); err != nil {
+			return &shared{err: fmt.Errorf("guard: the local policy: %w", err)}
+		}
+		window := p.Window.Truncate(time.Microsecond)
+		local, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), window, int64(p.Burst),
+			max(time.Duration(r.Retain())*time.Microsecond, window), r.Prefix())
+		if err != nil {
+			return &shared{err: fmt.Errorf("guard: the local policy: %w", err)}
+		}
+		return &shared{rule: local}
+	}).(*shared)
+}
+
+// policyOf is the policy rule was compiled from.
+func policyOf(r *backend.Rule) ratelimit.Policy {
+	return ratelimit.Policy{Limit: int(r.Limit()), Window: time.Duration(r.Window()) * time.Microsecond,
+		Algorithm: ratelimit.Algorithm(r.Algorithm()), Burst: int(r.Burst())}
+}
+
+func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, cause error) error {
+	local, ok := s.fallback.(backend.MultiStore)
+	if !ok {
+		if s.fallback == nil {
+			return cause
+		}
+		return fmt.Errorf("guard: the fallback cannot decide several requests together: %w", errors.ErrUnsupported)
+	}
+	shared := make([]backend.Request, len(reqs))
+	for i, req := range reqs {
+		var err error
+		if shared[i], err = s.localRequest(req); err != nil {
+			return fmt.Errorf("%w (the primary: %w)", err, cause)
+		}
+	}
+	if err := local.TakeAll(context.WithoutCancel(ctx), shared, outs); err != nil {
+		return fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
+	}
+	for i := range outs {
+		outs[i].Fallback = shared[i].Rule
+	}
+	return nil
+}
