@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,7 @@ type Rule struct {
 	retain  int64 // µs
 	prefix  string
 	alg     Algorithm
+	ns      uint64 // Namespace(prefix, alg)
 	// own are the values backends derived from the rule (see Own): a
 	// short list, replaced whole when one is added.
 	own atomic.Pointer[[]owned]
@@ -105,7 +107,8 @@ func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, reta
 	if alg != GCRA {
 		burst = 0
 	}
-	r := &Rule{rate: algorithm.NewRate(limit, window.Microseconds(), burst), maxCost: limit, retain: retain.Microseconds(), prefix: prefix, alg: alg}
+	r := &Rule{rate: algorithm.NewRate(limit, window.Microseconds(), burst), maxCost: limit, retain: retain.Microseconds(), prefix: prefix, alg: alg,
+		ns: Namespace(prefix, alg)}
 	if alg == GCRA {
 		r.maxCost = burst
 	}
@@ -180,6 +183,24 @@ func (r *Rule) Retain() int64 { return r.retain }
 // Prefix is the namespace of the keys decided under the rule: keys under
 // different prefixes never share state.
 func (r *Rule) Prefix() string { return r.prefix }
+
+// Namespace is Namespace(r.Prefix(), r.Algorithm()), computed once.
+func (r *Rule) Namespace() uint64 { return r.ns }
+
+// namespaceSeed is random per process: Namespace is no hash to keep.
+var namespaceSeed = maphash.MakeSeed()
+
+// Namespace is a hash of a prefix and an algorithm, which with a key name a
+// state, random per process: an in-process store mixes it with its own
+// hash of the key to find the state with one hash of the key, the
+// namespace's being the rule's.
+func Namespace(prefix string, alg Algorithm) uint64 {
+	var h maphash.Hash
+	h.SetSeed(namespaceSeed)
+	h.WriteString(prefix)
+	h.WriteByte(byte(alg))
+	return h.Sum64()
+}
 
 // Own is what build made of the rule for owner (a comparable value: a
 // store's pointer), made on first use and kept with the rule, so that a

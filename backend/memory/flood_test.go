@@ -30,7 +30,7 @@ func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
 		l := newLimiter(t, s, ratelimit.PerHour(limit), clock.Now)
 		ctx := context.Background()
 		shardIndex := func(key string) uint64 { // of the key's state under the Limiter's prefix and algorithm
-			return (maphash.String(s.seed, key) ^ s.namespaceOf(ratelimit.DefaultPrefix, backend.SlidingWindow)) & s.mask
+			return (maphash.String(s.seed, key) ^ backend.Namespace(ratelimit.DefaultPrefix, backend.SlidingWindow)) & s.mask
 		}
 		shard := shardIndex("victim")
 		capacity := s.shards[shard].keys.capacity

@@ -51,7 +51,9 @@ func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o o
 	case peek:
 		return e.st.Peek(now, r.Rate(), req.Cost), nil
 	case take:
-		return sh.take(e, req, now, storeNow), nil
+		var out algorithm.Outcome
+		sh.take(e, req, now, storeNow, &out)
+		return out, nil
 	}
 	held := e.entries()
 	out, ok := e.st.Refund(now, r.Rate(), req.Cost)
@@ -63,12 +65,12 @@ func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o o
 	return out, nil
 }
 
-// take decides req at now on e, recording it if admitted; storeNow is the
-// store's clock, which expiry is kept on.
-func (sh *shard) take(e *entry, req *backend.Request, now, storeNow int64) algorithm.Outcome {
+// take decides req at now on e into out, recording it if admitted; storeNow
+// is the store's clock, which expiry is kept on.
+func (sh *shard) take(e *entry, req *backend.Request, now, storeNow int64, out *algorithm.Outcome) {
 	if log, ok := e.st.(*algorithm.Log); ok {
 		held := log.Len()
-		out := log.Take(now, req.Rule.Rate(), req.Cost)
+		*out = log.Take(now, req.Rule.Rate(), req.Cost)
 		e.wrote(storeNow, out.Life, req.Rule.Retain())
 		if grown := log.Len() - held; grown != 0 { // a Take prunes, admitted or not
 			sh.entries += grown
@@ -76,11 +78,10 @@ func (sh *shard) take(e *entry, req *backend.Request, now, storeNow int64) algor
 				sh.shed(e, storeNow)
 			}
 		}
-		return out
+		return
 	}
-	out := e.st.Take(now, req.Rule.Rate(), req.Cost)
+	*out = e.st.Take(now, req.Rule.Rate(), req.Cost)
 	e.wrote(storeNow, out.Life, req.Rule.Retain())
-	return out
 }
 
 // overRefund is the error of a refund of more than the held quota.
@@ -92,8 +93,8 @@ func overRefund(req *backend.Request, held int64) error {
 // full (see table): an evicted key still inside its window is counted, or,
 // when the store refuses new keys, the new key is refused instead.
 func (sh *shard) add(req *backend.Request, h uint64, now int64) (*entry, error) {
-	st := newState(req.Rule.Algorithm())
-	if st == nil {
+	e := newEntry(req.Rule.Algorithm())
+	if e == nil {
 		return nil, backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 	}
 	if sh.keys.full() {
@@ -108,7 +109,7 @@ func (sh *shard) add(req *backend.Request, h uint64, now int64) (*entry, error) 
 			sh.remove(v)
 		}
 	}
-	e := &entry{key: req.Key, prefix: req.Rule.Prefix(), hash: h, st: st, alg: req.Rule.Algorithm()}
+	e.key, e.prefix, e.hash, e.alg = req.Key, req.Rule.Prefix(), h, req.Rule.Algorithm()
 	sh.keys.add(e)
 	return e, nil
 }

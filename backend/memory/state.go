@@ -21,6 +21,7 @@ type entry struct {
 	collide    *entry // the next entry of the same hash
 	alg        backend.Algorithm
 	protected  bool // used again after it arrived (see table)
+	used       bool // protected, and used since the sweep passed it
 }
 
 // state is a key's state under one algorithm: algorithm's types, which
@@ -32,18 +33,39 @@ type state interface {
 	Empty() bool
 }
 
-// newState is an empty state under alg, or nil for an algorithm the store
-// does not know.
-func newState(alg backend.Algorithm) state {
+// newEntry is an entry with an empty state under alg, in one allocation
+// with it (the state is the next cache line, not another object), or nil
+// for an algorithm the store does not know.
+func newEntry(alg backend.Algorithm) *entry {
 	switch alg {
 	case backend.SlidingWindow:
-		return &algorithm.Log{}
+		x := &struct {
+			entry
+			s algorithm.Log
+		}{}
+		x.st = &x.s
+		return &x.entry
 	case backend.FixedWindow:
-		return &algorithm.Fixed{}
+		x := &struct {
+			entry
+			s algorithm.Fixed
+		}{}
+		x.st = &x.s
+		return &x.entry
 	case backend.SlidingWindowCounter:
-		return &algorithm.SlidingCounter{}
+		x := &struct {
+			entry
+			s algorithm.SlidingCounter
+		}{}
+		x.st = &x.s
+		return &x.entry
 	case backend.GCRA:
-		return &algorithm.Bucket{}
+		x := &struct {
+			entry
+			s algorithm.Bucket
+		}{}
+		x.st = &x.s
+		return &x.entry
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 		_, err := l.Allow(context.Background(), "abuser")
 		require.NoError(t, err)
 	}
-	h := maphash.String(s.seed, "abuser") ^ s.namespaceOf(ratelimit.DefaultPrefix, backend.SlidingWindow)
+	h := maphash.String(s.seed, "abuser") ^ backend.Namespace(ratelimit.DefaultPrefix, backend.SlidingWindow)
 	e := s.shards[h&s.mask].keys.get(h, "abuser", ratelimit.DefaultPrefix, backend.SlidingWindow)
 	require.NotNil(t, e)
 	require.Equal(t, 100, e.entries())
