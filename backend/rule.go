@@ -209,6 +209,8 @@ func Namespace(prefix string, alg Algorithm) uint64 {
 // than once when callers race. A rule keeps the values of a few owners; one
 // used by more has the values of the others made again.
 func (r *Rule) Own(owner any, build func(*Rule) any) any {
+	var v any
+	built := false
 	for {
 		old := r.own.Load()
 		var list []owned
@@ -220,7 +222,9 @@ func (r *Rule) Own(owner any, build func(*Rule) any) any {
 				}
 			}
 		}
-		v := build(r)
+		if !built { // once, even when another owner's insert wins the race
+			v, built = build(r), true
+		}
 		next := append(make([]owned, 0, len(list)+1), owned{owner, v})
 		next = append(next, list[:min(len(list), maxOwners-1)]...)
 		if r.own.CompareAndSwap(old, &next) {
