@@ -58,17 +58,6 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, redis.New(clusterClient(t, c.Addrs...))) })
 }
 
-// A server that refuses DEBUG once failed the slow-server test with "the
-// server fell asleep", which sent its user on a wrong track: the message
-// now says what is missing.
-func TestASlowServerTestSaysWhatItNeeds(t *testing.T) {
-	srv := testserver.Own(t, testserver.Redis, "--enable-debug-command", "no")
-	err := storetest.DebugAllowed(srv.Addr)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "--enable-debug-command")
-	require.NoError(t, storetest.DebugAllowed(testserver.Get(t, testserver.Redis).Addr), "the servers the tests start allow it")
-}
-
 // A master of a real cluster killed under load (see storetest.Failover):
 // with go-redis's defaults, decisions for its keys resume after the failover
 // (they did not for 15s and more before the store asked the client to

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -228,29 +226,21 @@ func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget ti
 	require.LessOrEqual(t, d.Count, 2, "one request before the stall, one during it: a retry would make 3")
 }
 
-// SlowServer puts the server at addr to sleep for a second (DEBUG SLEEP)
-// and requires a call on store with a 50ms deadline to return at its
-// deadline with an error wrapping ErrStore and context.DeadlineExceeded.
+// SlowServer stops the server at addr answering for a second (CLIENT
+// PAUSE, which returns once every other client is paused: a sleep that
+// DEBUG SLEEP started in the background once left the test unsure, on a busy
+// machine, whether the server was asleep yet) and requires a call on store
+// with a 50ms deadline to return at its deadline with an error wrapping
+// ErrStore and context.DeadlineExceeded.
 func SlowServer(t *testing.T, addr string, store backend.Store) {
 	ctx := context.Background()
-	if err := DebugAllowed(addr); err != nil {
-		t.Fatal(err)
-	}
 	l := limiter(t, store, ratelimit.PerMinute(10), prefix())
 	_, err := l.Allow(ctx, "user") // connected, script loaded
 	require.NoError(t, err)
 
-	sleeping := make(chan error, 1)
-	go func() { sleeping <- admin(t, addr).Do(ctx, "DEBUG", "SLEEP", "1").Err() }()
-	// The server is asleep once a PING goes unanswered for 20ms.
-	probe := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer probe.Close()
-	require.Eventually(t, func() bool {
-		pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		defer cancel()
-		return probe.Ping(pctx).Err() != nil // a timeout: no answer
-	}, 800*time.Millisecond, time.Millisecond, "the server fell asleep")
-
+	a := admin(t, addr)
+	require.NoError(t, a.Do(ctx, "CLIENT", "PAUSE", "1000", "ALL").Err())
+	defer func() { require.NoError(t, a.Ping(ctx).Err(), "answered when the pause ended") }() // the next test finds it answering
 	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	began := time.Now()
@@ -258,21 +248,5 @@ func SlowServer(t *testing.T, addr string, store backend.Store) {
 	elapsed := time.Since(began)
 	require.ErrorIs(t, err, ratelimit.ErrStore)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, elapsed, 500*time.Millisecond, "returned at its 50ms deadline, not when the server woke up")
-	require.NoError(t, <-sleeping)
-}
-
-// DebugAllowed reports, in words that say what to do, a server at addr that
-// refuses DEBUG, which SlowServer needs to put the server to sleep: Redis 7
-// and Valkey refuse it unless started with --enable-debug-command (the
-// servers the tests start have it; one given by REDIS_ADDR or VALKEY_ADDR
-// may not).
-func DebugAllowed(addr string) error {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer c.Close()
-	err := c.Do(context.Background(), "DEBUG", "SLEEP", "0").Err()
-	if err != nil && strings.Contains(err.Error(), "DEBUG") {
-		return fmt.Errorf("the server at %s refuses DEBUG (%v), which this test needs to make the server slow: start it with --enable-debug-command yes (or local, for clients on loopback)", addr, err)
-	}
-	return err
+	require.Less(t, elapsed, 500*time.Millisecond, "returned at its 50ms deadline, not when the server answered again")
 }
