@@ -175,3 +175,16 @@ type InProcessStore interface {
 	// InProcess reports whether every call returns without waiting on I/O.
 	InProcess() bool
 }
+
+// ShardedStore is an optional ability of a Store whose keys live on several
+// nodes (a Redis or Valkey Cluster): it names the node that decides a key,
+// so that a layer over the store (package guard) tells one node's failure
+// from the whole store's, and the keys of healthy nodes stay exact.
+type ShardedStore interface {
+	Store
+	// Node names the node that decides the state of key under prefix, as
+	// the store knows the cluster now: equal names, one node. It is ""
+	// when the store cannot tell (not a cluster, or the layout is not
+	// known yet). It must be quick: it is asked on every call.
+	Node(prefix, key string) string
+}

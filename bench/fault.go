@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -50,6 +51,11 @@ type phaseResult struct {
 	Fallback   int64   `json:"fallback"` // decisions made by the local fallback
 	Errors     int64   `json:"errors"`   // calls that got an error (failing closed)
 	RecoveryMs *int64  `json:"recovery_ms,omitempty"`
+	// On a cluster, where one master is faulted: the decisions on keys of
+	// the healthy masters, and how many of them the server made (the rest
+	// the fallback, or errors). Exact shards stay at 100%.
+	Healthy        *int64 `json:"healthy,omitempty"`
+	HealthyByStore *int64 `json:"healthy_by_store,omitempty"`
 }
 
 // runFaults runs, for each network backend, the usual load on a throwaway
@@ -85,42 +91,75 @@ func runFaults(cfg config, stdout, progress io.Writer) error {
 	fmt.Fprintf(stdout, "\n-fault %s: %d goroutines pausing %v between calls, %d keys, %d per %v, time budget %v, guard cool-down %v, %v per phase\n",
 		cfg.fault, cfg.concurrency, faultThink, cfg.keys, cfg.limit, cfg.window, ratelimit.DefaultTimeout, faultCoolDown, cfg.duration)
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tmode\tphase\tops/s\tp50\tp99\tmax\tby store\tby fallback\terrors\trecovery\t")
+	fmt.Fprintln(tw, "backend\tmode\tphase\tops/s\tp50\tp99\tmax\tby store\tby fallback\terrors\trecovery\thealthy shards by store\t")
 	for _, r := range rows {
-		recovery := ""
+		recovery, healthy := "", ""
 		if r.RecoveryMs != nil {
 			recovery = fmt.Sprintf("%d ms", *r.RecoveryMs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Backend, r.Mode, r.Phase, thousands(r.OpsPerSec),
+		if r.Healthy != nil && *r.Healthy > 0 {
+			healthy = fmt.Sprintf("%.1f%% of %s", 100*float64(*r.HealthyByStore)/float64(*r.Healthy), thousands(float64(*r.Healthy)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Backend, r.Mode, r.Phase, thousands(r.OpsPerSec),
 			micros(r.P50us), micros(r.P99us), micros(r.MaxUs), thousands(float64(r.Store)), thousands(float64(r.Fallback)),
-			thousands(float64(r.Errors)), recovery)
+			thousands(float64(r.Errors)), recovery, healthy)
 	}
 	return tw.Flush()
 }
 
 func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult, error) {
 	binaries := []string{"redis-server", "valkey-server"}
-	if name == "valkey" {
+	if strings.HasPrefix(name, "valkey") {
 		binaries = []string{"valkey-server", "redis-server"}
 	}
-	srv, err := testserver.StartFromPath(binaries)
-	if err != nil {
-		return nil, err
+	// The faulted server: the one server, or on a cluster its first master
+	// (its replica is not promoted within a run: node timeout 30s).
+	var faulted *testserver.Server
+	addrs := []string{}
+	if strings.HasSuffix(name, "-cluster") {
+		c, err := testserver.StartCluster(binaries, 30*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Stop()
+		faulted, addrs = c.Masters[0], c.Addrs
+	} else {
+		srv, err := testserver.StartFromPath(binaries)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Stop()
+		faulted, addrs = srv, []string{srv.Addr}
 	}
-	defer srv.Stop()
 	var store backend.Store
 	switch name {
 	case "redis":
-		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
+		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
 		defer c.Close()
 		store = redis.New(c)
-	case "valkey":
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
+	case "redis-cluster":
+		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
+		defer c.Close()
+		store = redis.New(c)
+	case "valkey", "valkey-cluster":
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 		if err != nil {
 			return nil, err
 		}
 		defer c.Close()
 		store = valkey.New(c)
+	default:
+		return nil, fmt.Errorf("no fault run for %q", name)
+	}
+	prefix := "bench:fault:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	// healthy says whether key lives on a master that is not faulted, and
+	// whether the store could tell.
+	healthy := func(string) (bool, bool) { return false, false }
+	if sharded, ok := store.(backend.ShardedStore); ok && strings.HasSuffix(name, "-cluster") {
+		healthy = func(key string) (bool, bool) {
+			node := sharded.Node(prefix, key)
+			return node != faulted.Addr, node != ""
+		}
 	}
 	if mode == "guard" {
 		local, err := memory.New()
@@ -133,13 +172,13 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 		}
 	}
 	l, err := ratelimit.New(store, ratelimit.Policy{Limit: cfg.limit, Window: cfg.window, Algorithm: cfg.algorithms[0]},
-		ratelimit.WithPrefix("bench:fault:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+		ratelimit.WithPrefix(prefix))
 	if err != nil {
 		return nil, err
 	}
-	down, up := srv.Pause, srv.Resume
+	down, up := faulted.Pause, faulted.Resume
 	if cfg.fault == "kill" {
-		down, up = srv.Kill, srv.Restart
+		down, up = faulted.Kill, faulted.Restart
 	}
 	var rows []phaseResult
 	for _, phase := range []string{"before", "outage", "after"} {
@@ -154,7 +193,7 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 		if err != nil {
 			return nil, err
 		}
-		r := faultPhase(cfg, l, back)
+		r := faultPhase(cfg, l, back, healthy)
 		r.Backend, r.Mode, r.Fault, r.Phase, r.TimeoutUs = name, mode, cfg.fault, phase, ratelimit.DefaultTimeout.Microseconds()
 		rows = append(rows, r)
 	}
@@ -164,11 +203,13 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 // faultPhase runs the load for cfg.duration. After the server's return
 // (back is not zero) it also measures the time to the first decision made
 // by the server again.
-func faultPhase(cfg config, l *ratelimit.Limiter, back time.Time) phaseResult {
+func faultPhase(cfg config, l *ratelimit.Limiter, back time.Time, healthy func(key string) (bool, bool)) phaseResult {
 	var (
 		mu                    sync.Mutex
 		hist                  histogram
 		store, fallback, errs atomic.Int64
+		onHealthy, healthyOK  atomic.Int64 // on a cluster: calls on healthy masters' keys, and those the server decided
+		sharded               atomic.Bool
 		firstStore            atomic.Int64 // ns after back
 		wg                    sync.WaitGroup
 	)
@@ -181,9 +222,19 @@ func faultPhase(cfg config, l *ratelimit.Limiter, back time.Time) phaseResult {
 			defer wg.Done()
 			var h histogram
 			for time.Now().Before(stop) {
+				key := "user-" + strconv.Itoa(rand.IntN(cfg.keys))
 				t0 := time.Now()
-				d, err := l.Allow(context.Background(), "user-"+strconv.Itoa(rand.IntN(cfg.keys)))
+				d, err := l.Allow(context.Background(), key)
 				h.add(time.Since(t0))
+				if ok, known := healthy(key); known {
+					sharded.Store(true)
+					if ok {
+						onHealthy.Add(1)
+						if err == nil && d.Source == ratelimit.SourceStore {
+							healthyOK.Add(1)
+						}
+					}
+				}
 				switch {
 				case err != nil:
 					errs.Add(1)
@@ -207,6 +258,10 @@ func faultPhase(cfg config, l *ratelimit.Limiter, back time.Time) phaseResult {
 	n := store.Load() + fallback.Load() + errs.Load()
 	r := phaseResult{OpsPerSec: float64(n) / time.Since(began).Seconds(), P50us: hist.quantile(0.5), P99us: hist.quantile(0.99),
 		MaxUs: float64(hist.max) / float64(time.Microsecond), Store: store.Load(), Fallback: fallback.Load(), Errors: errs.Load()}
+	if sharded.Load() {
+		n, ok := onHealthy.Load(), healthyOK.Load()
+		r.Healthy, r.HealthyByStore = &n, &ok
+	}
 	if ns := firstStore.Load(); !back.IsZero() && ns >= 0 {
 		ms := time.Duration(ns).Milliseconds()
 		r.RecoveryMs = &ms

@@ -10,6 +10,7 @@
 //	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
 //	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
 //	go run ./bench -backend redis -fault stall   # a server stalled mid-run, with and without guard
+//	go run ./bench -backend redis-cluster -fault stall  # one master of three stalled: the others stay exact
 //	go run ./bench -backend redis-cluster        # three masters and three replicas (or -addr a,b,c)
 //	go run ./bench -backend redis -abusive 0.9 -nearcache   # 90% of requests on one denied key, with and without a nearcache
 //
@@ -149,7 +150,7 @@ func parseFlags(args []string) (config, error) {
 	case cfg.fault != "" && cfg.addr != "":
 		return cfg, errors.New("-fault needs a throwaway server of its own: drop -addr")
 	case cfg.fault != "" && *backend == "memory":
-		return cfg, errors.New("-fault needs a server: -backend redis, valkey or all")
+		return cfg, errors.New("-fault needs a server: -backend redis, valkey, redis-cluster, valkey-cluster or all")
 	}
 	if cfg.concurrency < 1 || cfg.keys < 1 || cfg.duration <= 0 {
 		return cfg, errors.New("-concurrency, -keys and -duration must be positive")

@@ -25,6 +25,13 @@
 //     ErrOpen (and ratelimit.ErrStore), and the Limiter's failure mode
 //     answers: fail closed (the error) or fail open (an admission).
 //
+// On a cluster (a primary that is a backend.ShardedStore, as the Redis and
+// Valkey backends are on cluster clients) each node has a breaker of its
+// own: a key goes to the fallback only while the node that owns its slot
+// fails, and the keys of healthy nodes stay exact. A probe that lands on a
+// healthy node closes nothing of a failing one. Keys whose node the store
+// cannot name share the breaker of the whole store.
+//
 // A call whose caller went away (its context cancelled, or past a deadline
 // of its own) gets the context's error, and is neither a success nor a
 // failure of the primary. The Limiter's time budget is told apart from the
@@ -39,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -133,8 +141,9 @@ func WithLocalPolicy(local func(ratelimit.Policy) ratelimit.Policy) Option {
 	return func(c *config) { c.localPolicy = local }
 }
 
-// WithStateObserver calls f on every change of the breaker's state, with the
-// store's name (promlimit's Observer has such a method). It runs under the
+// WithStateObserver calls f on every change of a breaker's state, with the
+// store's name (promlimit's Observer has such a method), followed on a
+// cluster by " " and the node's address for a node's breaker. It runs under the
 // breaker's lock: it must be quick and must not call the store.
 func WithStateObserver(f func(name string, from, to State)) Option {
 	return func(c *config) { c.onStateChange = f }
@@ -146,7 +155,12 @@ type Store struct {
 	primary  backend.Store
 	fallback backend.Store
 	share    func(ratelimit.Policy) ratelimit.Policy
-	breaker  *breaker
+	// breaker watches the whole primary; on a cluster (a
+	// backend.ShardedStore) it stands for the keys whose node the store
+	// cannot name, and nodes has a breaker for each node it names.
+	breaker *breaker
+	sharded backend.ShardedStore
+	nodes   sync.Map // node name → *breaker
 }
 
 // New returns primary guarded by a breaker, with the options' fallback.
@@ -179,6 +193,7 @@ func New(primary backend.Store, opts ...Option) (*Store, error) {
 		}
 	}
 	s.breaker = &breaker{threshold: int64(c.failures), coolDown: c.coolDown, name: c.name, onChange: c.onStateChange}
+	s.sharded, _ = primary.(backend.ShardedStore)
 	return s, nil
 }
 
@@ -213,9 +228,36 @@ func inProcess(s backend.Store) bool {
 	return ok && ip.InProcess()
 }
 
-// State is the breaker's state now. An open breaker whose cool-down has
-// passed turns half-open on the next call.
-func (s *Store) State() State { return State(s.breaker.state.Load()) }
+// State is the breaker's state now, the most severe of its breakers' on a
+// cluster (one per node). An open breaker whose cool-down has passed turns
+// half-open on the next call.
+func (s *Store) State() State {
+	worst := State(s.breaker.state.Load())
+	s.nodes.Range(func(_, b any) bool {
+		worst = max(worst, State(b.(*breaker).state.Load()))
+		return true
+	})
+	return worst
+}
+
+// breakerFor is the breaker of the node that decides key under prefix: on
+// a cluster, that node's own, so that one node's failure sends only its
+// keys to the fallback; otherwise the whole store's.
+func (s *Store) breakerFor(prefix, key string) *breaker {
+	if s.sharded == nil {
+		return s.breaker
+	}
+	node := s.sharded.Node(prefix, key)
+	if node == "" {
+		return s.breaker
+	}
+	if b, ok := s.nodes.Load(node); ok {
+		return b.(*breaker)
+	}
+	b, _ := s.nodes.LoadOrStore(node, &breaker{threshold: s.breaker.threshold, coolDown: s.breaker.coolDown,
+		name: s.breaker.name + " " + node, onChange: s.breaker.onChange})
+	return b.(*breaker)
+}
 
 // Take implements backend.Store.
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
@@ -257,12 +299,13 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 		// hears nothing: the primary was not tried.
 		return s.local(ctx, req, do, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
 	}
-	ok, probe := s.breaker.allow()
+	b := s.breakerFor(req.Rule.Prefix(), req.Key)
+	ok, probe := b.allow()
 	if !ok {
 		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
 	}
 	d, err := do(s.primary, ctx, req)
-	s.breaker.done(probe, judge(ctx, err))
+	b.done(probe, judge(ctx, err))
 	if err == nil || callerGone(ctx, err) || answered(err) {
 		return d, err
 	}
@@ -288,20 +331,21 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		}
 		return s.localAll(ctx, reqs, outs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
 	}
+	b := s.breakerFor(reqs[0].Rule.Prefix(), reqs[0].Key) // one node decides them together, or none
 	primary, ok := s.primary.(backend.MultiStore)
-	if !ok && s.State() == Closed {
+	if !ok && State(b.state.Load()) == Closed {
 		return fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
-	allowed, probe := s.breaker.allow()
+	allowed, probe := b.allow()
 	if !allowed {
 		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
 	}
 	if !ok {
-		s.breaker.done(probe, excluded) // not a probe after all
+		b.done(probe, excluded) // not a probe after all
 		return fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	err := primary.TakeAll(ctx, reqs, outs)
-	s.breaker.done(probe, judge(ctx, err))
+	b.done(probe, judge(ctx, err))
 	if err == nil || callerGone(ctx, err) || errors.Is(err, errors.ErrUnsupported) {
 		return err
 	}
@@ -319,12 +363,13 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	if s.fallback != nil {
 		local = s.fallback.Reset(context.WithoutCancel(ctx), prefix, key)
 	}
-	ok, probe := s.breaker.allow()
+	b := s.breakerFor(prefix, key)
+	ok, probe := b.allow()
 	if !ok {
 		return errors.Join(fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore), local)
 	}
 	err := s.primary.Reset(ctx, prefix, key)
-	s.breaker.done(probe, judge(ctx, err))
+	b.done(probe, judge(ctx, err))
 	return errors.Join(err, local)
 }
 

@@ -82,6 +82,9 @@ type Store struct {
 	// sent as a *string, which go-redis writes as the string and which
 	// costs no allocation in an interface, where a string costs one.
 	routed bool
+	// masterFor names the master of a key's slot on a cluster client (nil
+	// for other clients); see Node.
+	masterFor func(ctx context.Context, key string) (*goredis.Client, error)
 }
 
 // New returns a Store deciding on client's server.
@@ -96,9 +99,27 @@ func New(client Client) *Store {
 	if c, ok := client.(interface{ ReloadState(context.Context) }); ok {
 		s.reload = c.ReloadState
 	}
+	if c, ok := client.(*goredis.ClusterClient); ok {
+		s.masterFor = c.MasterForKey
+	}
 	_, single := client.(*goredis.Client) // a failover client is one too
 	s.routed = !single
 	return s
+}
+
+// Node implements backend.ShardedStore on a cluster client: the address of
+// the master of the key's slot, as the client's layout says (a lookup in
+// its cached layout, no round trip). It is "" for other clients, and while
+// the client does not know the layout.
+func (s *Store) Node(prefix, key string) string {
+	if s.masterFor == nil {
+		return ""
+	}
+	c, err := s.masterFor(context.Background(), script.Tag(key))
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
 }
 
 // failed is told of every error. A cluster client re-reads the cluster's

@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
@@ -54,6 +55,13 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	t.Logf("cluster: %s", c.Origin)
 	t.Run("conformance", func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(clusterClient(t, c.Addrs...)) })
+	})
+	t.Run("conformance through a guard with a breaker per node", func(t *testing.T) {
+		conformance.RunStore(t, func(t *testing.T) backend.Store {
+			g, err := guard.New(redis.New(clusterClient(t, c.Addrs...)))
+			require.NoError(t, err)
+			return g
+		})
 	})
 	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, redis.New(clusterClient(t, c.Addrs...))) })
 }
@@ -345,4 +353,11 @@ func ruleOf(t *testing.T, prefix string, p ratelimit.Policy) *backend.Rule {
 // keysOf are the server keys of key's state under prefix and p.
 func keysOf(t *testing.T, prefix, key string, p ratelimit.Policy) []string {
 	return script.Keys(backend.Request{Rule: ruleOf(t, prefix, p), Key: key, Cost: 1})
+}
+
+// One stalled master of three sends only its own keys to the fallback.
+func TestOneNodeDownStaysThatNodes(t *testing.T) {
+	storetest.OneNodeDown(t, testserver.Redis, func(t *testing.T, addrs []string) backend.Store {
+		return redis.New(clusterClient(t, addrs...))
+	})
 }

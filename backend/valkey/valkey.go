@@ -40,6 +40,7 @@ type Store struct {
 	// lastTimeout is when a call last timed out (Unix ns), 0 for never:
 	// for boundFor after it, calls are bounded by the store (see exec).
 	lastTimeout atomic.Int64
+	nodes       nodes // a cluster's layout (see Node)
 }
 
 // boundFor is how long after a timeout the store bounds its calls itself.

@@ -92,3 +92,8 @@ func HashTag(key string) string {
 	}
 	return key[open+1 : open+1+end]
 }
+
+// Tag is the hash tag of every server key of key, under any prefix and
+// algorithm (the text between the braces): a cluster client routes key's
+// state by it (go-redis's MasterForKey, valkey-go's Completed.SetSlot).
+func Tag(key string) string { return escape(key) }

@@ -57,3 +57,12 @@ func TestWithContextNamesTheDeadline(t *testing.T) {
 	wrapped := fmt.Errorf("x: %w", context.DeadlineExceeded)
 	require.Equal(t, wrapped, WithContext(done, wrapped), "already said")
 }
+
+// Tag is what a cluster hashes for every server key of a caller's key.
+func TestTagIsTheHashTagOfEveryKey(t *testing.T) {
+	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
+		for _, k := range AllKeys("p{x}:", key) {
+			require.Equal(t, HashTag(k), Tag(key), "key %q, server key %q", key, k)
+		}
+	}
+}
