@@ -188,3 +188,21 @@ type ShardedStore interface {
 	// known yet). It must be quick: it is asked on every call.
 	Node(prefix, key string) string
 }
+
+// Invalidator is an optional ability of a store shared between processes:
+// it tells every process of the Resets and Refunds made through any of them,
+// so that a layer that remembers answers (package nearcache) forgets a key
+// at once.
+type Invalidator interface {
+	Store
+	// Invalidations starts listening, in the background until ctx is
+	// done, for the Resets and Refunds made through a store on the same
+	// server, calling changed with each one's prefix and key, and with two
+	// empty strings when some may have been missed (the channel went down
+	// or came back): forget everything then. hearing reports whether the
+	// store hears every change now; a layer must not rely on what it
+	// remembers while it does not. A layer over a store that may not tell
+	// (package guard over any store) returns nil when it does not: no
+	// change is made elsewhere that it could tell of.
+	Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool)
+}

@@ -177,6 +177,7 @@ func (b *target) cached() (*target, error) {
 	}
 	cb := *b
 	cb.name, cb.store = b.name+"+nearcache", c
+	cb.close = func() { _ = c.Close() } // the store's own close is b's
 	return &cb, nil
 }
 

@@ -194,6 +194,7 @@ func run(cfg config, stdout, progress io.Writer) error {
 				cached, err := b.cached()
 				if err == nil {
 					res, err = measure(cfg, cached, alg, progress)
+					cached.close()
 				}
 				if err != nil {
 					b.close()

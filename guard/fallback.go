@@ -102,3 +102,13 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 	}
 	return nil
 }
+
+// Invalidations implements backend.Invalidator as the primary does (nil
+// when it tells of no change). The changes made through a guard while its
+// primary cannot be reached are the fallback's, local to this instance.
+func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
+	if inv, ok := s.primary.(backend.Invalidator); ok {
+		return inv.Invalidations(ctx, changed)
+	}
+	return nil
+}

@@ -14,9 +14,12 @@
 // over their limit after a policy was lowered). It never denies longer
 // than the store would, but for what it cannot see: a policy change makes
 // it ask the store (a cached denial is only used under the policy that made
-// it), and Reset and Refund through this Store clear the key, but a Reset or
-// a Refund made through another instance is seen only when the cached
-// denial ends.
+// it), and Reset and Refund through this Store clear the key. Over a store
+// that tells of changes (a backend.Invalidator: the Redis and Valkey
+// stores, through a channel of the server), a Reset or a Refund made
+// through another instance clears it too, within milliseconds, and the
+// cache answers only while it hears that channel; over another store such a
+// change is seen only when the cached denial ends. Close stops listening.
 //
 // On the store's clock, a server's, the cache counts the retry-after on the
 // local monotonic clock from the moment the request was sent, so it asks
@@ -48,6 +51,13 @@ type Store struct {
 	cache  *lru.Cache[slot, denial]
 	hits   atomic.Uint64
 	misses atomic.Uint64
+	// hearing, over a backend.Invalidator, reports whether every Reset
+	// and Refund made through any instance is heard now: the cache is
+	// used only then. nil: the store tells of none, and the cache holds
+	// denials for their RetryAfter.
+	hearing func() bool
+	stop    context.CancelFunc
+	closed  atomic.Bool
 }
 
 // slot names a key's state under one algorithm.
@@ -87,13 +97,46 @@ func New(next backend.Store, size int) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidArgument, err)
 	}
-	return &Store{next: next, cache: cache}, nil
+	s := &Store{next: next, cache: cache, stop: func() {}}
+	if inv, ok := next.(backend.Invalidator); ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		if s.hearing = inv.Invalidations(ctx, s.changed); s.hearing != nil {
+			s.stop = cancel
+		} else {
+			cancel()
+		}
+	}
+	return s, nil
+}
+
+// trusted reports whether the cache may answer: it hears every change made
+// through other instances, or the store tells of none.
+func (s *Store) trusted() bool {
+	return s.hearing == nil || (!s.closed.Load() && s.hearing())
+}
+
+// changed forgets key under prefix, changed through another instance; or
+// everything when some changes may have been missed.
+func (s *Store) changed(prefix, key string) {
+	if prefix == "" && key == "" {
+		s.cache.Purge()
+		return
+	}
+	s.forget(prefix, key)
+}
+
+// Close stops listening for changes made through other instances. The
+// Store still answers afterwards, asking the store every time.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	s.stop()
+	return nil
 }
 
 // Take implements backend.Store: a request of cost 1 on a key with a
 // cached denial is denied here; anything else is the store's.
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	if req.Cost != 1 || req.Validate() != nil { // bad input is the store's to refuse
+	if req.Cost != 1 || req.Validate() != nil || !s.trusted() { // bad input is the store's to refuse
 		return s.next.Take(ctx, req)
 	}
 	k := slotOf(&req)

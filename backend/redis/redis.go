@@ -193,9 +193,14 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 	return s.decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one EVALSHA.
+// Refund implements backend.RefundStore: one EVALSHA, then a PUBLISH on
+// the channel of changes (see Invalidations).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, script.Refund)
+	out, err := s.decide(ctx, req, script.Refund)
+	if err == nil {
+		s.changedKey(ctx, req.Rule.Prefix(), req.Key)
+	}
+	return out, err
 }
 
 func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (out backend.Outcome, err error) {
@@ -264,18 +269,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every
-// algorithm.
+// algorithm, then a PUBLISH on the channel of changes (see Invalidations).
 func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	defer script.Recover("ratelimit/redis", &err)
 	keys := script.AllKeys(prefix, key)
-	ctx, cancel := s.capped(ctx)
+	cctx, cancel := s.capped(ctx)
 	defer cancel()
-	_, err = script.Bounded(ctx, "ratelimit/redis", s.honoursContext, func(ctx context.Context) (int64, error) {
+	_, err = script.Bounded(cctx, "ratelimit/redis", s.honoursContext, func(ctx context.Context) (int64, error) {
 		return s.client.Del(ctx, keys...).Result()
 	})
 	if err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
+	s.changedKey(ctx, prefix, key)
 	return nil
 }
 

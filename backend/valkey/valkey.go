@@ -96,9 +96,14 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 	return s.decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one EVALSHA.
+// Refund implements backend.RefundStore: one EVALSHA, then a PUBLISH on
+// the channel of changes (see Invalidations).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, script.Refund)
+	out, err := s.decide(ctx, req, script.Refund)
+	if err == nil {
+		s.changedKey(ctx, req.Rule.Prefix(), req.Key)
+	}
+	return out, err
 }
 
 func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (out backend.Outcome, err error) {
@@ -138,7 +143,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every
-// algorithm.
+// algorithm, then a PUBLISH on the channel of changes (see Invalidations).
 func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
 	_, err = script.Bounded(ctx, "ratelimit/valkey", s.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
@@ -147,5 +152,6 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	if err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
+	s.changedKey(ctx, prefix, key)
 	return nil
 }

@@ -1,0 +1,65 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/script"
+)
+
+// subscriber is what the channel of changes needs of a client beyond
+// Client: every go-redis client has it.
+type subscriber interface {
+	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
+	Publish(ctx context.Context, channel string, message any) *goredis.IntCmd
+}
+
+// Invalidations implements backend.Invalidator: a subscription to the
+// channel of changes (PUBLISH reaches every node's subscribers on a
+// cluster), with a heartbeat of its own every half second; it hears every
+// change while the heartbeat comes back (see script.Listener). A client
+// without Subscribe never hears.
+func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
+	l := script.NewListener(changed)
+	sub, ok := s.client.(subscriber)
+	if !ok {
+		return l.Hearing
+	}
+	go func() {
+		ps := sub.Subscribe(ctx, script.Channel)
+		stop := context.AfterFunc(ctx, func() { _ = ps.Close() }) // a Receive does not watch ctx
+		defer stop()
+		for ctx.Err() == nil {
+			msg, err := ps.Receive(ctx)
+			if err != nil {
+				l.Lost() // go-redis subscribes again on the next Receive
+				select {
+				case <-ctx.Done():
+				case <-time.After(script.HeartbeatEvery / 5):
+				}
+				continue
+			}
+			if m, ok := msg.(*goredis.Message); ok {
+				l.Message(m.Payload)
+			}
+		}
+		_ = ps.Close()
+	}()
+	go l.Run(ctx, func(ctx context.Context, payload string) error {
+		return sub.Publish(ctx, script.Channel, payload).Err()
+	})
+	return l.Hearing
+}
+
+// changedKey tells the other processes' listeners of a change to key under
+// prefix. A failure is not the caller's: the change itself was made, and a
+// listener that missed it remembers no longer than its own bound.
+func (s *Store) changedKey(ctx context.Context, prefix, key string) {
+	if sub, ok := s.client.(subscriber); ok {
+		ctx, cancel := s.capped(ctx)
+		defer cancel()
+		_ = sub.Publish(ctx, script.Channel, script.Change(prefix, key)).Err()
+	}
+}

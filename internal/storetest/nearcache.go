@@ -1,0 +1,89 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/nearcache"
+)
+
+// NearCachesHearResets: two instances, each with a near cache over its own
+// client of the server at addr, limit 5 per 10 s. Instance A is at its
+// limit and answers denials from its cache; a Reset (then a Refund) made
+// through instance B must let A admit within 100 ms, under every algorithm
+// (the cache kept denying for the rest of its RetryAfter, up to 10 s, before
+// the stores told of changes). When A's subscription is killed, A stops
+// answering from its cache until it hears the channel again.
+func NearCachesHearResets(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(alg.String(), func(t *testing.T) {
+			pre := prefix()
+			cached := func() (*ratelimit.Limiter, *nearcache.Store) {
+				c, err := nearcache.New(newStore(t, addr), 0)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = c.Close() })
+				return limiter(t, c, ratelimit.NewPolicy(alg, 5, 10*time.Second), pre), c
+			}
+			a, ca := cached()
+			b, _ := cached()
+			fill := func() {
+				t.Helper()
+				for i := 0; i < 5; i++ {
+					_, err := a.Allow(ctx, "user")
+					require.NoError(t, err)
+				}
+				// A's denials come from its cache once it hears the channel.
+				require.Eventually(t, func() bool {
+					hits := ca.Hits()
+					d, err := a.Allow(ctx, "user")
+					require.NoError(t, err)
+					require.False(t, d.Allowed)
+					return ca.Hits() > hits
+				}, 5*time.Second, 5*time.Millisecond, "A answers denials from its cache")
+			}
+			admitsWithin := func(what string) time.Duration {
+				t.Helper()
+				began := time.Now()
+				for time.Since(began) < 2*time.Second {
+					d, err := a.Allow(ctx, "user")
+					require.NoError(t, err)
+					if d.Allowed {
+						return time.Since(began)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				t.Fatalf("%s through B: A still denied after 2s", what)
+				return 0
+			}
+
+			fill()
+			require.NoError(t, b.Reset(ctx, "user"))
+			afterReset := admitsWithin("a Reset")
+			require.NoError(t, b.Reset(ctx, "user"))
+			fill()
+			_, err := b.Refund(ctx, "user", 5)
+			require.NoError(t, err)
+			afterRefund := admitsWithin("a Refund")
+			t.Logf("A admitted %v after B's Reset, %v after B's Refund", afterReset.Round(time.Microsecond), afterRefund.Round(time.Microsecond))
+			require.Less(t, afterReset, 100*time.Millisecond, "a Reset through another instance reaches the cache")
+			require.Less(t, afterRefund, 100*time.Millisecond, "a Refund through another instance reaches the cache")
+
+			// A's subscription dies: within a heartbeat's lapse A asks the
+			// store every time, until it hears the channel again.
+			require.NoError(t, b.Reset(ctx, "user"))
+			fill()
+			require.NoError(t, admin(t, addr).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+			require.Eventually(t, func() bool {
+				hits := ca.Hits()
+				_, err := a.Allow(ctx, "user")
+				require.NoError(t, err)
+				return ca.Hits() == hits
+			}, 5*time.Second, 5*time.Millisecond, "a cache that may miss changes asks the store")
+		})
+	}
+}
