@@ -36,6 +36,20 @@ type target struct {
 	close func()
 	// cluster: the backend is a cluster (redis-benchmark needs --cluster).
 	cluster bool
+	// acked is a store on the same client whose writes wait for n
+	// replicas' acknowledgement (WithReplicaAck); nil for memory.
+	acked func(n int) backend.Store
+}
+
+// ackTimeout is how long the -replicas runs wait for the replicas.
+const ackTimeout = 50 * time.Millisecond
+
+// withAck is b with its writes acknowledged by n replicas, on the same
+// client and server.
+func (b *target) withAck(n int) *target {
+	ab := *b
+	ab.name, ab.store, ab.close = fmt.Sprintf("%s+ack%d", b.name, n), b.acked(n), func() {}
+	return &ab
 }
 
 // valkeyFlushDelay lets valkey-go gather the commands of concurrent callers
@@ -155,9 +169,11 @@ func openBackend(name, addr string, srvs *servers) (*target, error) {
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true,
 			MinRetryBackoff: -1, MaxRetryBackoff: -1})
 		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
+		b.acked = func(n int) backend.Store { return redis.New(c, redis.WithReplicaAck(n, ackTimeout)) }
 	case client == "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
 		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
+		b.acked = func(n int) backend.Store { return redis.New(c, redis.WithReplicaAck(n, ackTimeout)) }
 	case client == "valkey":
 		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 		if err != nil {
@@ -165,6 +181,7 @@ func openBackend(name, addr string, srvs *servers) (*target, error) {
 			return nil, fmt.Errorf("valkey client for %s: %w", addr, err)
 		}
 		b.store, closers = valkey.New(c), append(closers, c.Close)
+		b.acked = func(n int) backend.Store { return valkey.New(c, valkey.WithReplicaAck(n, ackTimeout)) }
 	}
 	return b, nil
 }

@@ -85,10 +85,15 @@ type Store struct {
 	// masterFor names the master of a key's slot on a cluster client (nil
 	// for other clients); see Node.
 	masterFor func(ctx context.Context, key string) (*goredis.Client, error)
+	// ackReplicas, if not 0, is how many replicas must acknowledge every
+	// write within ackTimeout (WithReplicaAck).
+	ackReplicas int
+	ackTimeout  time.Duration
 }
 
-// New returns a Store deciding on client's server.
-func New(client Client) *Store {
+// New returns a Store deciding on client's server. It panics on an option
+// out of its bounds (WithReplicaAck), a mistake of the program.
+func New(client Client, opts ...Option) *Store {
 	s := &Store{
 		client: client,
 		args:   script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
@@ -104,6 +109,12 @@ func New(client Client) *Store {
 	}
 	_, single := client.(*goredis.Client) // a failover client is one too
 	s.routed = !single
+	for _, o := range opts {
+		o(s)
+	}
+	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
+		panic(fmt.Sprintf("ratelimit/redis: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
+	}
 	return s
 }
 
@@ -218,7 +229,12 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 			words = append(words, &keys[i]) // a pointer in an interface: none
 		}
 	}
-	reply, err := s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op))
+	var reply []int64
+	if s.ackReplicas > 0 && op != script.Peek {
+		reply, err = s.runAcked(ctx, &c.cmd, s.args.AppendFor(words, req, op), req.Key)
+	} else {
+		reply, err = s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op))
+	}
 	if err == nil {
 		out, err = script.Outcome(reply)
 	}
@@ -258,7 +274,13 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	for _, k := range keys {
 		words = append(words, k)
 	}
-	reply, err := s.run(ctx, new(goredis.IntSliceCmd), append(words, s.args.ForAll(reqs)...))
+	words = append(words, s.args.ForAll(reqs)...)
+	var reply []int64
+	if s.ackReplicas > 0 {
+		reply, err = s.runAcked(ctx, new(goredis.IntSliceCmd), words, reqs[0].Key)
+	} else {
+		reply, err = s.run(ctx, new(goredis.IntSliceCmd), words)
+	}
 	if err == nil {
 		err = script.Outcomes(reply, outs)
 	}
@@ -276,6 +298,9 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	cctx, cancel := s.capped(ctx)
 	defer cancel()
 	_, err = script.Bounded(cctx, "ratelimit/redis", s.honoursContext, func(ctx context.Context) (int64, error) {
+		if s.ackReplicas > 0 {
+			return 0, s.deleteAcked(ctx, keys, key)
+		}
 		return s.client.Del(ctx, keys...).Result()
 	})
 	if err != nil {
@@ -297,6 +322,18 @@ func (s *Store) run(ctx context.Context, cmd *goredis.IntSliceCmd, words []any) 
 			return s.evalSHA(ctx, cmd, words)
 		})
 	}
+	s.failed(err)
+	return reply, err
+}
+
+// runAcked is run for a write that the replicas must acknowledge (see
+// WithReplicaAck).
+func (s *Store) runAcked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any, key string) (reply []int64, err error) {
+	ctx, cancel := s.capped(ctx)
+	defer cancel()
+	reply, err = script.Bounded(ctx, "ratelimit/redis", s.honoursContext, func(ctx context.Context) ([]int64, error) {
+		return s.acked(ctx, cmd, words, key)
+	})
 	s.failed(err)
 	return reply, err
 }

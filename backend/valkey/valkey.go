@@ -41,6 +41,10 @@ type Store struct {
 	// for boundFor after it, calls are bounded by the store (see exec).
 	lastTimeout atomic.Int64
 	nodes       nodes // a cluster's layout (see Node)
+	// ackReplicas, if not 0, is how many replicas must acknowledge every
+	// write within ackTimeout (WithReplicaAck).
+	ackReplicas int
+	ackTimeout  time.Duration
 }
 
 // boundFor is how long after a timeout the store bounds its calls itself.
@@ -77,13 +81,21 @@ func (s *Store) exec(ctx context.Context, keys, args []string) ([]int64, error) 
 }
 
 // New returns a Store deciding on client's server (standalone, sentinel or
-// cluster).
-func New(client vk.Client) *Store {
-	return &Store{
+// cluster). It panics on an option out of its bounds (WithReplicaAck), a
+// mistake of the program.
+func New(client vk.Client, opts ...Option) *Store {
+	s := &Store{
 		client: client,
 		script: vk.NewLuaScript(script.Decide),
 		args:   script.NewStringArgs(),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
+		panic(fmt.Sprintf("ratelimit/valkey: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
+	}
+	return s
 }
 
 // Take implements backend.Store: one EVALSHA.
@@ -111,7 +123,12 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	if err := req.Validate(); err != nil {
 		return backend.Outcome{}, fmt.Errorf("ratelimit/valkey: %w", err)
 	}
-	reply, err := s.exec(ctx, script.Keys(req), s.args.For(req, op))
+	var reply []int64
+	if s.ackReplicas > 0 && op != script.Peek {
+		reply, err = s.execAcked(ctx, script.Keys(req), s.args.For(req, op), req.Key)
+	} else {
+		reply, err = s.exec(ctx, script.Keys(req), s.args.For(req, op))
+	}
 	if err == nil {
 		out, err = script.Outcome(reply)
 	}
@@ -132,7 +149,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	if err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
-	reply, err := s.exec(ctx, keys, s.args.ForAll(reqs))
+	var reply []int64
+	if s.ackReplicas > 0 {
+		reply, err = s.execAcked(ctx, keys, s.args.ForAll(reqs), reqs[0].Key)
+	} else {
+		reply, err = s.exec(ctx, keys, s.args.ForAll(reqs))
+	}
 	if err == nil {
 		err = script.Outcomes(reply, outs)
 	}
@@ -147,6 +169,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
 	_, err = script.Bounded(ctx, "ratelimit/valkey", s.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
+		if s.ackReplicas > 0 {
+			return struct{}{}, s.deleteAcked(ctx, script.AllKeys(prefix, key), key)
+		}
 		return struct{}{}, s.client.Do(ctx, s.client.B().Del().Key(script.AllKeys(prefix, key)...).Build()).Error()
 	})
 	if err != nil {

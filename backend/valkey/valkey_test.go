@@ -148,3 +148,13 @@ func TestOneNodeDownStaysThatNodes(t *testing.T) {
 		return valkey.New(clusterClient(t, addrs...))
 	})
 }
+
+// A failover with a lagging replica forgets the admissions it did not get,
+// but none that a store built WithReplicaAck told its caller of.
+func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
+	storetest.LaggingReplica(t, testserver.Valkey,
+		func(t *testing.T, addrs []string) backend.Store { return valkey.New(clusterClient(t, addrs...)) },
+		func(t *testing.T, addrs []string) backend.Store {
+			return valkey.New(clusterClient(t, addrs...), valkey.WithReplicaAck(1, 100*time.Millisecond))
+		}, valkey.ErrNotReplicated)
+}
