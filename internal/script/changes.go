@@ -83,18 +83,22 @@ func (l *Listener) Hearing() bool {
 }
 
 // Run publishes the heartbeat with publish every HeartbeatEvery until ctx is
-// done, and calls Lost when it has not come back in time.
+// done (every HeartbeatEvery/25 while it has not come back, so that a new
+// listener hears within moments), and calls Lost when it has not come back
+// in time.
 func (l *Listener) Run(ctx context.Context, publish func(ctx context.Context, payload string) error) {
-	tick := time.NewTicker(HeartbeatEvery)
-	defer tick.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, HeartbeatEvery)
 		_ = publish(pctx, l.heartbeat) // a failure shows as a heartbeat that does not come back
 		cancel()
+		every := HeartbeatEvery
+		if l.heard.Load() == 0 {
+			every = HeartbeatEvery / 25
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(every):
 		}
 		if heard := l.heard.Load(); heard != 0 && time.Since(time.Unix(0, heard)) >= HeartbeatLapse {
 			l.Lost()
