@@ -9,8 +9,8 @@ import (
 
 // A time budget is a context with a deadline, made for every store call, so
 // it must be cheap: context.WithTimeout costs a timer, a closure, a channel
-// and the context (four allocations, a quarter of the Valkey backend's
-// throughput at 64 goroutines). A budgetCtx costs one allocation: its Done
+// and the context, four allocations on the path of every decision. A
+// budgetCtx costs one allocation: its Done
 // channel is shared by every call whose deadline falls in the same
 // millisecond, closed by one timer; Deadline and Err are exact.
 

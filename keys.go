@@ -24,9 +24,8 @@ const (
 // The times a caller's clock (WithCallerClock) may decide at: every store
 // computes in integer microseconds since the Unix epoch, and a server's
 // script in doubles, exact below 2^53, with room for the windows it adds. A
-// time outside them is refused with ErrInvalidArgument before any I/O: a
-// time before the epoch once made a script that never ended, holding a
-// shared server.
+// time outside them is refused with ErrInvalidArgument before any I/O, as
+// no store could decide it exactly.
 var (
 	// MinTime is the earliest time a request may be decided at: a
 	// microsecond after the Unix epoch.

@@ -12,10 +12,10 @@ import (
 type PolicyFunc func(ctx context.Context, key string) (Policy, error)
 
 // DefaultTimeout is the time budget of a store call unless WithTimeout says
-// otherwise: far above what a healthy Redis or Valkey needs (p99.9 of 3 to 9
-// ms, the slowest call 19 ms, at 64 goroutines on a busy 2-core machine with
-// `go run ./bench -backend all`), and short enough that a stalled server
-// does not stall the service that asks it.
+// otherwise: far above what a healthy Redis or Valkey needs under load (the
+// slowest calls of `go run ./bench -backend all`, in docs/figures.md), and
+// short enough that a stalled server does not stall the service that asks
+// it.
 const DefaultTimeout = 100 * time.Millisecond
 
 // Option configures a Limiter.

@@ -129,8 +129,7 @@ func (s *Store) hash(req *backend.Request) uint64 {
 }
 
 // Take implements backend.Store. It is decide's take written out: the hot
-// path, where every copy of an outcome between layers shows (a tenth of a
-// warm decision when it went through decide).
+// path, where the outcome is written once, not copied through the layers.
 func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Outcome{}, err

@@ -12,8 +12,8 @@ import "github.com/ratelimit-go/ratelimit/backend"
 //   - protected: keys used again after they arrived, in the order of a
 //     CLOCK: a use sets the key's used bit (a write to the entry the
 //     decision touches anyway) rather than moving it to the front, which
-//     would write to its neighbours on every decision (5-10% of a warm
-//     decision over 1,000 keys in bench/peers, and longer under the lock).
+//     would write to two neighbours' cache lines on every decision, under
+//     the shard's lock.
 //
 // A new key needs room: an idle key (its windows all passed) at the end of
 // either list goes first, then the oldest key on probation, and only when

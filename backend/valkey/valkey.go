@@ -55,7 +55,7 @@ const boundFor = 10 * time.Second
 // then waits for a slot without looking at its context (rueidis issue 858).
 // The ring fills only with commands abandoned at their deadline, so for a
 // while after a timeout the store bounds each call itself (a goroutine per
-// call, 10-15% of the throughput); a healthy store pays one atomic load.
+// call); a healthy store pays one atomic load.
 // execBounded runs the script on a goroutine of its own, returning when ctx
 // is done. It works on copies of keys and args, so that the healthy path's
 // stay on the stack.

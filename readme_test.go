@@ -1,0 +1,56 @@
+package ratelimit_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Every complete program in the README (a Go block that starts with
+// "package main") builds as pasted, in a module of its own that requires
+// this one as a user's does (the README's replace recipe), so that the
+// README never drifts from the API. The memory program also runs, and
+// prints what it says.
+func TestTheREADMEsProgramsBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds programs with the go command")
+	}
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command builds the README's programs")
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindAllStringSubmatch(string(readme), -1)
+	require.GreaterOrEqual(t, len(blocks), 3, "a program per backend")
+	root, err := os.Getwd()
+	require.NoError(t, err)
+	sum, err := os.ReadFile("go.sum")
+	require.NoError(t, err)
+	for i, b := range blocks {
+		dir := t.TempDir()
+		mod := "module readme\n\ngo 1.23\n\nrequire github.com/ratelimit-go/ratelimit v0.0.0\n\nreplace github.com/ratelimit-go/ratelimit => " + root + "\n"
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(b[1]), 0o644))
+		run := func(args ...string) string {
+			cmd := exec.Command(goTool, args...)
+			cmd.Dir = dir
+			// No network and no workspace: what the module cache and this
+			// repository hold, as a user's build with the replace recipe.
+			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "program %d of the README: go %s:\n%s\n%s", i+1, strings.Join(args, " "), out, b[1])
+			return string(out)
+		}
+		run("vet", ".")
+		if strings.Contains(b[1], "backend/memory") {
+			out := run("run", ".")
+			require.Contains(t, out, "request 3: allowed=true remaining=0")
+			require.Contains(t, out, "request 4: allowed=false remaining=0")
+		}
+	}
+}
