@@ -22,7 +22,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
@@ -56,55 +55,6 @@ func (b *target) withAck(n int) *target {
 // for up to 50µs before writing them: fewer system calls per decision, the
 // best throughput measured on a 2-core machine (0, 20, 50, 100µs tried).
 const valkeyFlushDelay = 50 * time.Microsecond
-
-// servers are the throwaway servers (and clusters) this run started, one
-// per list of binaries asked for (so one per network backend).
-type servers struct {
-	single   map[string]*testserver.Server
-	clusters map[string]*testserver.Cluster
-}
-
-func (s *servers) start(binaries ...string) (string, error) {
-	if s.single == nil {
-		s.single = map[string]*testserver.Server{}
-	}
-	id := strings.Join(binaries, ",")
-	if srv, ok := s.single[id]; ok {
-		return srv.Addr, nil
-	}
-	srv, err := testserver.StartFromPath(binaries)
-	if err != nil {
-		return "", fmt.Errorf("%w: or pass -addr host:port of a running server", err)
-	}
-	s.single[id] = srv
-	return srv.Addr, nil
-}
-
-// startCluster starts a cluster of three masters with a replica each.
-func (s *servers) startCluster(binaries ...string) ([]string, error) {
-	if s.clusters == nil {
-		s.clusters = map[string]*testserver.Cluster{}
-	}
-	id := strings.Join(binaries, ",")
-	if c, ok := s.clusters[id]; ok {
-		return c.Addrs, nil
-	}
-	c, err := testserver.StartCluster(binaries, 2*time.Second, "--cluster-require-full-coverage", "no")
-	if err != nil {
-		return nil, fmt.Errorf("%w: or pass -addr with the nodes of a running cluster", err)
-	}
-	s.clusters[id] = c
-	return c.Addrs, nil
-}
-
-func (s *servers) stopAll() {
-	for _, srv := range s.single {
-		srv.Stop()
-	}
-	for _, c := range s.clusters {
-		c.Stop()
-	}
-}
 
 // openBackend opens the backend called name ("memory", "redis", "valkey",
 // "redis-cluster", "valkey-cluster") on addr: one server's address, or the
