@@ -37,8 +37,8 @@ func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key stri
 // listen subscribes on a dedicated connection and feeds l until the
 // connection breaks or ctx is done.
 func (s *Store) listen(ctx context.Context, l *script.Listener) {
-	c, release := s.client.Dedicate()
-	defer release()
+	c, _ := s.client.Dedicate()
+	defer c.Close() // not back to the pool: the connection is subscribed
 	closed := c.SetPubSubHooks(vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) { l.Message(m.Message) }})
 	if err := c.Do(ctx, c.B().Subscribe().Channel(script.Channel).Build()).Error(); err != nil {
 		return
