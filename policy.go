@@ -52,20 +52,9 @@ func Algorithms() []Algorithm {
 	return []Algorithm{SlidingWindow, FixedWindow, SlidingWindowCounter, GCRA}
 }
 
-// String returns "sliding", "fixed", "counter" or "gcra".
-func (a Algorithm) String() string {
-	switch a {
-	case SlidingWindow:
-		return "sliding"
-	case FixedWindow:
-		return "fixed"
-	case SlidingWindowCounter:
-		return "counter"
-	case GCRA:
-		return "gcra"
-	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
+// String returns "sliding", "fixed", "counter" or "gcra", the names the
+// backend contract gives them.
+func (a Algorithm) String() string { return backend.Algorithm(a).String() }
 
 // Bounds of a Policy: every backend decides within them exactly (Lua
 // numbers are doubles, exact up to 2^53) and in bounded time and memory.

@@ -170,3 +170,16 @@ func TestTheLibraryModuleRequiresNoHeavyDependency(t *testing.T) {
 		require.NotContains(t, string(mod), heavy)
 	}
 }
+
+// The user's Algorithm and the contract's are converted by value: the same
+// numbers name the same algorithms.
+func TestAlgorithmsAreTheContracts(t *testing.T) {
+	algs := ratelimit.Algorithms()
+	require.Len(t, algs, len(backend.Algorithms()))
+	for i, a := range backend.Algorithms() {
+		require.Equal(t, uint8(a), uint8(algs[i]))
+		require.Equal(t, a.String(), algs[i].String())
+	}
+	require.Equal(t, uint8(backend.GCRA), uint8(ratelimit.GCRA))
+	require.Equal(t, uint8(backend.SlidingWindowCounter), uint8(ratelimit.SlidingWindowCounter))
+}

@@ -39,35 +39,28 @@ type state interface {
 func newEntry(alg backend.Algorithm) *entry {
 	switch alg {
 	case backend.SlidingWindow:
-		x := &struct {
-			entry
-			s algorithm.Log
-		}{}
-		x.st = &x.s
-		return &x.entry
+		return entryWith[algorithm.Log]()
 	case backend.FixedWindow:
-		x := &struct {
-			entry
-			s algorithm.Fixed
-		}{}
-		x.st = &x.s
-		return &x.entry
+		return entryWith[algorithm.Fixed]()
 	case backend.SlidingWindowCounter:
-		x := &struct {
-			entry
-			s algorithm.SlidingCounter
-		}{}
-		x.st = &x.s
-		return &x.entry
+		return entryWith[algorithm.SlidingCounter]()
 	case backend.GCRA:
-		x := &struct {
-			entry
-			s algorithm.Bucket
-		}{}
-		x.st = &x.s
-		return &x.entry
+		return entryWith[algorithm.Bucket]()
 	}
 	return nil
+}
+
+// entryWith is an entry allocated together with an empty S, its state.
+func entryWith[S any, P interface {
+	*S
+	state
+}]() *entry {
+	x := &struct {
+		entry
+		s S
+	}{}
+	x.st = P(&x.s)
+	return &x.entry
 }
 
 // empty is one empty state per algorithm, for peeks at keys not held: a peek
