@@ -16,9 +16,9 @@ import (
 //
 // A denial consumes no quota from the other policies. When every Limiter
 // shares one store that can decide several requests atomically (a
-// backend.MultiStore: the memory store always; Redis and Valkey when every key lives
-// in one hash slot, as several policies on the same key do), the whole
-// decision is one atomic step and this holds exactly. Otherwise Multi first
+// backend.MultiStore: the memory store always; Redis and Valkey when every
+// key lives in one hash slot, as several policies on the same key do), the
+// whole decision is one atomic step and this holds exactly. Otherwise Multi first
 // peeks at every policy; when one would deny, it asks that policy alone (a
 // denial records nothing) and stops. Only when all would admit does it take
 // from each in turn: if another request takes the last quota of a later

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +16,7 @@ type Option func(*Store)
 
 // ErrNotReplicated is wrapped (with backend.ErrStore) by the error of a write
 // that fewer replicas than WithReplicaAck asks for acknowledged in time.
-var ErrNotReplicated = errors.New("ratelimit/redis: not acknowledged by the replicas in time")
+var ErrNotReplicated = script.ErrNotReplicated
 
 // WithReplicaAck makes every write (Take, TakeAll, Refund, Reset) wait until
 // replicas replicas hold it, for at most timeout: WAIT goes in the same round
@@ -58,10 +57,7 @@ func (s *Store) ackedBy(wait *goredis.Cmd) error {
 	if err != nil {
 		return err
 	}
-	if got < int64(s.ackReplicas) {
-		return fmt.Errorf("%w: %d of %d replicas within %v: %w", ErrNotReplicated, got, s.ackReplicas, s.ackTimeout, backend.ErrStore)
-	}
-	return nil
+	return script.Acked(got, int64(s.ackReplicas), s.ackTimeout)
 }
 
 // deleteAcked deletes keys, the state of key, with WAIT in one pipeline.
