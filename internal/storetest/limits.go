@@ -73,8 +73,7 @@ func assertNoError(t *testing.T, err error) bool {
 // cost 2, so that the refund reads the cost of each). (A cost of
 // 1,000,000 once wrote a million entries in one script, and the server
 // answered nobody else for 3.5s.) Meanwhile another client pings the server:
-// the slowest answer must come within 100ms, a margin of 20x and more over
-// what such a decision costs on a slow machine, plus the scheduling noise
+// the slowest answer must come within blockBound, plus the scheduling noise
 // measured meanwhile; the figures are logged. The Limiter's budget is
 // generous: the fill checks counts, not speed.
 func largestDecision(t *testing.T, addr string, newStore NewStore) {
@@ -129,7 +128,7 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	require.True(t, d.Allowed)
 	require.EqualValues(t, 1, a.ZCard(ctx, log).Val(), "a cost of %d is one entry", ratelimit.MaxLogLimit)
 	t.Logf("the decision pruning %d entries took %v; %d pings meanwhile, the slowest %v (scheduling noise %v)", ratelimit.MaxLogLimit, took, pings, slowest, late)
-	require.Less(t, slowest, 100*time.Millisecond+late, "the server kept answering other clients")
+	require.Less(t, slowest, blockBound+late, "the server kept answering other clients")
 
 	require.NoError(t, l.Reset(ctx, "heavy"))
 	fill(2) // one entry of cost 2: the refund reads every entry's cost
@@ -139,8 +138,15 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	require.Zero(t, d.Count)
 	require.Zero(t, a.ZCard(ctx, log).Val(), "every entry refunded")
 	t.Logf("the refund of %d entries (one of cost 2) took %v; %d pings meanwhile, the slowest %v (scheduling noise %v)", ratelimit.MaxLogLimit, took, pings, slowest, late)
-	require.Less(t, slowest, 100*time.Millisecond+late, "the server kept answering other clients")
+	require.Less(t, slowest, blockBound+late, "the server kept answering other clients")
 }
+
+// blockBound is how long the largest decision may keep the server from
+// answering others: far below the seconds a script that grows with the
+// cost held it, and far above what the largest decision takes even on a
+// machine so loaded that the server itself waits for a CPU (the noise this
+// process measures is not the server's).
+const blockBound = 500 * time.Millisecond
 
 // whilePinging runs do while another client pings the server at addr, and
 // reports how long do took, the slowest ping, how many there were and the
