@@ -163,22 +163,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) setHeaders(h http.Header, md ratelimit.MultiDecision) {
-	var policy, state strings.Builder
-	for i, d := range md.Decisions {
-		if i > 0 {
-			policy.WriteString(", ")
-		}
-		fmt.Fprintf(&policy, "%s;q=%d;w=%d", m.names[i], md.Policies[i].MaxCost(), ceilSeconds(md.Policies[i].Window, 1))
-		if d.Limit == 0 || (!md.Allowed && d.Allowed) { // not asked (a denial came first), or not what denies
-			continue
-		}
-		if state.Len() > 0 {
-			state.WriteString(", ")
-		}
-		fmt.Fprintf(&state, "%s;r=%d;t=%d", m.names[i], d.Remaining, ceilSeconds(d.ResetAt.Sub(d.At), 0))
-	}
-	h.Set("RateLimit-Policy", policy.String())
-	h.Set("RateLimit", state.String())
+	setStandard(h, m.names, md)
 	d := md.Decision
 	limit, remaining := strconv.Itoa(d.Limit), strconv.Itoa(d.Remaining)
 	if m.early {
@@ -191,6 +176,40 @@ func (m *Middleware) setHeaders(h http.Header, md ratelimit.MultiDecision) {
 		h.Set("X-RateLimit-Remaining", remaining)
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(float64(d.ResetAt.UnixMilli())/1000)), 10))
 	}
+}
+
+// SetHeaders sets h's RateLimit-Policy and RateLimit fields (the IETF
+// draft's, as the package documentation describes) for md, naming the i-th
+// policy names[i]: what a service deciding for a proxy (ratelimitd) sends
+// for the proxy to add to its response. names must be as long as
+// md.Decisions.
+func SetHeaders(h http.Header, names []string, md ratelimit.MultiDecision) {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = sfString(n)
+	}
+	setStandard(h, quoted, md)
+}
+
+// setStandard sets the draft's two fields; names are structured-field
+// strings already.
+func setStandard(h http.Header, names []string, md ratelimit.MultiDecision) {
+	var policy, state strings.Builder
+	for i, d := range md.Decisions {
+		if i > 0 {
+			policy.WriteString(", ")
+		}
+		fmt.Fprintf(&policy, "%s;q=%d;w=%d", names[i], md.Policies[i].MaxCost(), ceilSeconds(md.Policies[i].Window, 1))
+		if d.Limit == 0 || (!md.Allowed && d.Allowed) { // not asked (a denial came first), or not what denies
+			continue
+		}
+		if state.Len() > 0 {
+			state.WriteString(", ")
+		}
+		fmt.Fprintf(&state, "%s;r=%d;t=%d", names[i], d.Remaining, ceilSeconds(d.ResetAt.Sub(d.At), 0))
+	}
+	h.Set("RateLimit-Policy", policy.String())
+	h.Set("RateLimit", state.String())
 }
 
 // sfString is s as a structured-field string (RFC 8941): quoted, with '"'

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// options are the command line's; each flag may also come from the
+// environment variable RATELIMITD_ and its name in capitals, '-' as '_'
+// (RATELIMITD_NEAR_CACHE=0): a flag given on the command line wins.
+type options struct {
+	config    string
+	grpcAddr  string
+	httpAddr  string
+	store     string
+	instances int
+	noGuard   bool
+	nearCache int
+	timeout   time.Duration
+	drain     time.Duration
+	reload    time.Duration
+	logLevel  slog.Level
+	logJSON   bool
+}
+
+// errUsage is a command line that cannot run; main exits 2 on it.
+var errUsage = errors.New("usage")
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("ratelimitd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.config, "config", "", "the configuration: a YAML file, or a directory of them (required)")
+	fs.StringVar(&o.grpcAddr, "grpc", ":8081", "address of Envoy's rate limit service (gRPC) and gRPC health")
+	fs.StringVar(&o.httpAddr, "http", ":8080", "address of /v1/allow, /healthz, /readyz and /metrics")
+	fs.StringVar(&o.store, "store", "memory", "memory, redis://host:port, redis-cluster://h1:p1,h2:p2, valkey://host:port (options as query parameters)")
+	fs.IntVar(&o.instances, "instances", 1, "ratelimitd instances sharing the store: while it is down, each decides Limit/instances locally")
+	fs.BoolVar(&o.noGuard, "no-guard", false, "on a server store, fail (Envoy's failure_mode_deny decides) instead of deciding locally while the store is down")
+	fs.IntVar(&o.nearCache, "near-cache", 10_000, "on a server store, denials answered in process until they expire (keys; 0: none)")
+	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
+	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
+	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	format := fs.String("log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "RATELIMITD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" && !set[f.Name] {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%w: %s=%q: %w", errUsage, env, v, err)
+			}
+		}
+	})
+	switch {
+	case envErr != nil:
+		return o, envErr
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	case o.config == "":
+		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
+	case o.instances < 1:
+		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
+	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0:
+		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain and -reload-every cannot be negative (-timeout not 0)", errUsage)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return o, fmt.Errorf("%w: -log-level: %w", errUsage, err)
+	}
+	switch *format {
+	case "text", "json":
+		o.logJSON = *format == "json"
+	default:
+		return o, fmt.Errorf("%w: -log-format %q: text or json", errUsage, *format)
+	}
+	return o, nil
+}
+
+func newLogger(o options, w io.Writer) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: o.logLevel}
+	if o.logJSON {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}

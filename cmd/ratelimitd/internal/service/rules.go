@@ -1,0 +1,168 @@
+package service
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+)
+
+// ruleSet is one configuration with the Limiters of its rules, built on
+// first use: a reload builds a new set, and requests in flight keep theirs.
+type ruleSet struct {
+	cfg      *config.Config
+	store    *Service
+	limiters sync.Map // *config.Rule → *ratelimit.Limiter
+	// overrides are the rules of requests' own limits, by limit and unit;
+	// bounded, since clients choose them.
+	overrides *lru.Cache[overrideKey, overridden]
+}
+
+// overridden is a request-supplied limit, compiled.
+type overridden struct {
+	rule    *config.Rule
+	limiter *ratelimit.Limiter // nil when it denies every request
+}
+
+type overrideKey struct {
+	perUnit uint32
+	unit    config.Unit
+}
+
+// maxOverrides bounds the distinct request-supplied limits kept compiled.
+const maxOverrides = 1024
+
+func (s *Service) newRuleSet(cfg *config.Config) (*ruleSet, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: nil config", ratelimit.ErrInvalidArgument)
+	}
+	o, err := lru.New[overrideKey, overridden](maxOverrides)
+	if err != nil {
+		return nil, err
+	}
+	return &ruleSet{cfg: cfg, store: s, overrides: o}, nil
+}
+
+// limiter is rule's Limiter. Every rule's Limiter shares the service's prefix:
+// keys carry the domain and the descriptor, so rules never share state, and
+// a rule reloaded unchanged (or with a new limit) keeps its counters.
+func (rs *ruleSet) limiter(rule *config.Rule) (*ratelimit.Limiter, error) {
+	if l, ok := rs.limiters.Load(rule); ok {
+		return l.(*ratelimit.Limiter), nil
+	}
+	l, err := rs.newLimiter(rule)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := rs.limiters.LoadOrStore(rule, l)
+	return actual.(*ratelimit.Limiter), nil
+}
+
+func (rs *ruleSet) newLimiter(rule *config.Rule) (*ratelimit.Limiter, error) {
+	opts := append([]ratelimit.Option{ratelimit.WithName(rule.FullKey), ratelimit.WithPrefix(rs.store.prefix)}, rs.store.opts...)
+	l, err := ratelimit.New(rs.store.store, rule.Policy, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("rule %s: %w", rule.FullKey, err)
+	}
+	return l, nil
+}
+
+// check is one limited descriptor to decide.
+type check struct {
+	index   int // in the request
+	rule    *config.Rule
+	limiter *ratelimit.Limiter // nil when the rule denies every request
+	key     string
+	cost    int
+}
+
+// match finds descriptor i's rule and, for a limited one, its Limiter and key.
+func (rs *ruleSet) match(req Request, i int, d Descriptor) (check, error) {
+	c := check{index: i, cost: 1}
+	switch {
+	case d.Cost > 0:
+		c.cost = int(d.Cost)
+	case req.Cost > 0:
+		c.cost = int(req.Cost)
+	}
+	var shared []string
+	if d.Override != nil {
+		o, err := rs.override(*d.Override)
+		if err != nil {
+			return c, fmt.Errorf("%w: descriptor %d: %w", ErrBadRequest, i, err)
+		}
+		c.rule, c.limiter = o.rule, o.limiter
+	} else {
+		c.rule, shared = rs.cfg.Match(req.Domain, d.Entries)
+	}
+	if c.rule == nil || c.rule.Unlimited {
+		return c, nil
+	}
+	c.key = key(req.Domain, d.Entries, shared, d.Override != nil)
+	if len(c.key) > ratelimit.MaxKeyLen {
+		return c, fmt.Errorf("%w: descriptor %d is %d bytes, more than %d", ErrBadRequest, i, len(c.key), ratelimit.MaxKeyLen)
+	}
+	if c.rule.DeniesAll() || c.limiter != nil {
+		return c, nil
+	}
+	l, err := rs.limiter(c.rule)
+	c.limiter = l
+	return c, err
+}
+
+// override is the rule of a request-supplied limit.
+func (rs *ruleSet) override(o Override) (overridden, error) {
+	k := overrideKey{o.RequestsPerUnit, o.Unit}
+	if v, ok := rs.overrides.Get(k); ok {
+		return v, nil
+	}
+	r, err := config.Override("override", o.RequestsPerUnit, o.Unit)
+	if err != nil {
+		return overridden{}, err
+	}
+	v := overridden{rule: r}
+	if !r.DeniesAll() {
+		if v.limiter, err = rs.newLimiter(r); err != nil {
+			return overridden{}, err
+		}
+	}
+	rs.overrides.Add(k, v)
+	return v, nil
+}
+
+// key is a descriptor's key in the store: the domain and every entry, each
+// length-prefixed so that no two descriptors write the same key whatever
+// bytes their values hold ("api", user=alice → "3:api|4:user=5:alice").
+// An override's counter is apart from the tree's.
+func key(domain string, entries []config.Entry, shared []string, override bool) string {
+	n := len(domain) + 4
+	for _, e := range entries {
+		n += len(e.Key) + len(e.Value) + 12
+	}
+	b := make([]byte, 0, n)
+	if override {
+		b = append(b, "o|"...)
+	}
+	b = appendPart(b, domain)
+	for i, e := range entries {
+		v := e.Value
+		if shared != nil && shared[i] != "" {
+			v = shared[i]
+		}
+		b = append(b, '|')
+		b = appendPart(b, e.Key)
+		b = append(b, '=')
+		b = appendPart(b, v)
+	}
+	return string(b)
+}
+
+func appendPart(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}

@@ -1,0 +1,221 @@
+// Package service decides ratelimitd's requests: a domain and descriptors,
+// matched against the configuration's rules, decided by the library's
+// Limiters on one shared store. The gRPC (Envoy's rate limit service) and
+// HTTP front ends translate to and from its Request and Result.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+)
+
+// Errors of a request that cannot be decided; the front ends map them to
+// their status codes (InvalidArgument / 400, NotFound / 404, Unavailable /
+// 503).
+var (
+	ErrBadRequest    = errors.New("bad request")
+	ErrUnknownDomain = errors.New("unknown domain")
+	ErrStore         = ratelimit.ErrStore
+)
+
+// Request is one question: does this request pass every descriptor's limit?
+type Request struct {
+	Domain      string
+	Descriptors []Descriptor
+	// Cost is what the request counts for under each limit (Envoy's
+	// hits_addend); 0 means 1.
+	Cost uint64
+}
+
+// Descriptor is one list of key/value entries, matched against the
+// domain's tree.
+type Descriptor struct {
+	Entries []config.Entry
+	// Cost, when not 0, replaces the request's for this descriptor.
+	Cost uint64
+	// Override, when set, is the request's own limit for this descriptor
+	// (Envoy's RateLimitOverride): it applies instead of the tree's.
+	Override *Override
+}
+
+// Override is a limit a request carries for one of its descriptors.
+type Override struct {
+	RequestsPerUnit uint32
+	Unit            config.Unit
+}
+
+// Result is the answer: OverLimit when any enforced descriptor is over its
+// limit, and one Status per descriptor, in the request's order.
+type Result struct {
+	OverLimit bool
+	Statuses  []Status
+}
+
+// Status is one descriptor's outcome.
+type Status struct {
+	// Rule is the limit applied; nil when no rule matched or it was
+	// replaced (the descriptor is not limited).
+	Rule *config.Rule
+	// OverLimit is this descriptor's verdict as answered: false under a
+	// shadow rule even when its limit is exceeded (Shadowed then says so).
+	OverLimit bool
+	Shadowed  bool
+	// Decision is the library's when the descriptor was decided (see
+	// Asked); for a rule that admits nothing, a denial with nothing left.
+	Decision ratelimit.Decision
+	// Name is the rule's name in headers.
+	Name string
+}
+
+// Asked reports whether the descriptor was decided: not when no rule
+// applies, the rule is unlimited, or another descriptor's denial kept it
+// from being asked.
+func (s Status) Asked() bool { return !s.Decision.At.IsZero() }
+
+// Service decides requests under the configuration it was last given.
+type Service struct {
+	store  backend.Store
+	opts   []ratelimit.Option
+	rules  atomic.Pointer[ruleSet]
+	prefix string
+}
+
+// Prefix namespaces every key ratelimitd writes in the store.
+const Prefix = "ratelimitd:"
+
+// New returns a Service deciding on store under cfg; opts apply to every
+// Limiter it builds (an observer, a timeout).
+func New(store backend.Store, cfg *config.Config, opts ...ratelimit.Option) (*Service, error) {
+	if store == nil || cfg == nil {
+		return nil, fmt.Errorf("%w: nil store or config", ratelimit.ErrInvalidArgument)
+	}
+	s := &Service{store: store, opts: opts, prefix: Prefix}
+	rs, err := s.newRuleSet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.rules.Store(rs)
+	return s, nil
+}
+
+// SetConfig makes cfg apply to every request that starts after it returns;
+// a request already deciding finishes under the configuration it started
+// with. Counters carry over: a rule keeps its keys across reloads.
+func (s *Service) SetConfig(cfg *config.Config) error {
+	rs, err := s.newRuleSet(cfg)
+	if err != nil {
+		return err
+	}
+	s.rules.Store(rs)
+	return nil
+}
+
+// Config is the configuration in force.
+func (s *Service) Config() *config.Config { return s.rules.Load().cfg }
+
+// maxCost bounds a request's cost: the library's costs are ints, and no
+// limit exceeds ratelimit.MaxLimit anyway.
+const maxCost = math.MaxInt32
+
+// Decide answers req. Bad input is an error wrapping ErrBadRequest or
+// ErrUnknownDomain that records nothing; a store that cannot answer (with
+// no degraded mode to stand in) is an error wrapping ErrStore.
+func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
+	rs := s.rules.Load()
+	if err := validate(req); err != nil {
+		return Result{}, err
+	}
+	if !rs.cfg.HasDomain(req.Domain) {
+		return Result{}, fmt.Errorf("%w: %q", ErrUnknownDomain, req.Domain)
+	}
+	res := Result{Statuses: make([]Status, len(req.Descriptors))}
+	checks := make([]check, 0, len(req.Descriptors))
+	var replaced []string
+	for i, d := range req.Descriptors {
+		c, err := rs.match(req, i, d)
+		if err != nil {
+			return Result{}, err
+		}
+		st := &res.Statuses[i]
+		st.Rule = c.rule
+		if c.rule == nil {
+			continue
+		}
+		st.Name = nameOf(c.rule)
+		replaced = append(replaced, c.rule.Replaces...)
+		if !c.rule.Unlimited {
+			checks = append(checks, c)
+		}
+	}
+	checks = withoutReplaced(checks, replaced, res.Statuses)
+	if err := s.decide(ctx, rs, checks, &res); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+func validate(req Request) error {
+	switch {
+	case req.Domain == "":
+		return fmt.Errorf("%w: the domain is empty", ErrBadRequest)
+	case len(req.Descriptors) == 0:
+		return fmt.Errorf("%w: no descriptors", ErrBadRequest)
+	case req.Cost > maxCost:
+		return fmt.Errorf("%w: cost %d over %d", ErrBadRequest, req.Cost, maxCost)
+	}
+	for i, d := range req.Descriptors {
+		if len(d.Entries) == 0 {
+			return fmt.Errorf("%w: descriptor %d has no entries", ErrBadRequest, i)
+		}
+		for _, e := range d.Entries {
+			if e.Key == "" {
+				return fmt.Errorf("%w: descriptor %d has an entry with an empty key", ErrBadRequest, i)
+			}
+		}
+		if d.Cost > maxCost {
+			return fmt.Errorf("%w: descriptor %d: cost %d over %d", ErrBadRequest, i, d.Cost, maxCost)
+		}
+	}
+	return nil
+}
+
+// withoutReplaced drops the checks whose rule another matched rule
+// replaces: their descriptors are answered as not limited.
+func withoutReplaced(checks []check, replaced []string, sts []Status) []check {
+	if len(replaced) == 0 {
+		return checks
+	}
+	kept := checks[:0]
+	for _, c := range checks {
+		if c.rule.Name != "" && contains(replaced, c.rule.Name) {
+			sts[c.index].Rule, sts[c.index].Name = nil, ""
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+func contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// nameOf is how a rule is named in headers: its name, else its full key.
+func nameOf(r *config.Rule) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.FullKey
+}

@@ -1,0 +1,157 @@
+// Command ratelimitd is the ratelimit library as a service: Envoy's rate
+// limit service (gRPC, envoy.service.ratelimit.v3) and a JSON API over HTTP,
+// configured by a YAML file in envoyproxy/ratelimit's format, extended with
+// the library's algorithms (sliding log, fixed window, sliding-window
+// counter, GCRA) and windows of any length. See docs/service.md.
+//
+//	ratelimitd -config examples/ratelimitd.yaml                      # memory store
+//	ratelimitd -config /etc/ratelimit -store redis://redis:6379      # shared by every instance
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
+	"github.com/ratelimit-go/ratelimit/promlimit"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	switch {
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "ratelimitd:", err)
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "ratelimitd:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then drains: readiness and gRPC health turn to
+// not serving, listeners close, requests in flight get up to -drain to
+// finish, and the store closes.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	o, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(o, stderr)
+	cfg, err := config.Load(o.config)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	obs, err := promlimit.New(reg)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, o.store, o, obs, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if st.memory != nil {
+		if err := promlimit.RegisterMemoryStore(reg, "memory", st.memory); err != nil {
+			return err
+		}
+	}
+	svc, err := service.New(st.top, cfg, ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout))
+	if err != nil {
+		return err
+	}
+	grpcLis, err := net.Listen("tcp", o.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("-grpc: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("-http: %w", err)
+	}
+
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, service.NewRLS(svc))
+	hs := health.NewServer() // "" (the server) is serving
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	var draining atomic.Bool
+	hsrv := &http.Server{Handler: routes(svc, reg, &draining), ReadHeaderTimeout: 10 * time.Second}
+
+	errs := make(chan error, 2)
+	go func() { errs <- gs.Serve(grpcLis) }()
+	go func() { errs <- hsrv.Serve(httpLis) }()
+	if o.reload > 0 {
+		go watch(ctx, o.config, o.reload, svc, log)
+	}
+	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+		"store", redact(o.store), "guard", st.guard != nil, "near_cache", o.nearCache,
+		"config", o.config, "domains", cfg.Domains())
+
+	var served error
+	select {
+	case <-ctx.Done():
+	case served = <-errs:
+	}
+	log.Info("draining", "bound", o.drain.String())
+	draining.Store(true)
+	hs.Shutdown()
+	drained := make(chan struct{})
+	go func() { gs.GracefulStop(); close(drained) }()
+	sctx, cancel := context.WithTimeout(context.Background(), o.drain)
+	defer cancel()
+	herr := hsrv.Shutdown(sctx)
+	select {
+	case <-drained:
+	case <-sctx.Done():
+		gs.Stop()
+	}
+	log.Info("stopped")
+	if served != nil && !errors.Is(served, http.ErrServerClosed) {
+		return served
+	}
+	if errors.Is(herr, context.DeadlineExceeded) {
+		log.Warn("requests still in flight after the drain bound were cut", "bound", o.drain.String())
+	}
+	return nil
+}
+
+// routes is the HTTP API: /v1/allow, liveness, readiness and metrics.
+func routes(svc *service.Service, reg *prometheus.Registry, draining *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/allow", svc.Allow)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

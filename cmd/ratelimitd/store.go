@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/backend/redis"
+	"github.com/ratelimit-go/ratelimit/backend/valkey"
+	"github.com/ratelimit-go/ratelimit/guard"
+	"github.com/ratelimit-go/ratelimit/nearcache"
+	"github.com/ratelimit-go/ratelimit/promlimit"
+)
+
+// errStoreURL is wrapped by every error of a -store URL that cannot be used.
+var errStoreURL = errors.New("invalid -store")
+
+// stores is what -store built, layered: the server's client, the guard
+// (degraded mode) over it, the near cache over that.
+type stores struct {
+	top     backend.Store
+	guard   *guard.Store // nil on the memory store or with -guard=false
+	memory  *memory.Store
+	closers []func() error
+}
+
+// Close closes every layer, outermost first.
+func (s *stores) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// openStore builds the store -store names:
+//
+//	memory                                   this process alone (no server)
+//	redis://host:port/db?opts                one Redis (go-redis's URL options)
+//	redis-cluster://h1:p1,h2:p2?opts         a Redis cluster, through any of its nodes
+//	valkey://host:port?addr=h2:p2&opts       Valkey or Redis through valkey-go (a cluster is detected)
+//
+// rediss, rediss-cluster and valkeys are the same over TLS. On a server the
+// guard (degraded mode: a breaker per node and a local fallback deciding
+// Limit/instances of each policy) is on unless noGuard, and the near cache
+// (denials answered in process) holds nearCache keys (0: none).
+func openStore(ctx context.Context, raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
+	s := &stores{}
+	if raw == "memory" || raw == "" {
+		m, err := memory.New()
+		if err != nil {
+			return nil, err
+		}
+		s.top, s.memory = m, m
+		s.closers = append(s.closers, m.Close)
+		return s, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+	}
+	var server backend.Store
+	switch u.Scheme {
+	case "redis", "rediss":
+		opt, err := goredis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+		}
+		c := goredis.NewClient(opt)
+		s.closers = append(s.closers, c.Close)
+		server = redis.New(c)
+	case "redis-cluster", "rediss-cluster":
+		opt, err := goredis.ParseClusterURL(clusterURL(u))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+		}
+		c := goredis.NewClusterClient(opt)
+		s.closers = append(s.closers, c.Close)
+		server = redis.New(c)
+	case "valkey", "valkeys":
+		opt, err := vk.ParseURL(clusterURL(u))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+		}
+		c, err := vk.NewClient(opt)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", backend.ErrStore, err)
+		}
+		s.closers = append(s.closers, func() error { c.Close(); return nil })
+		server = valkey.New(c)
+	default:
+		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster or valkey", errStoreURL, u.Scheme)
+	}
+	s.top = server
+	if !o.noGuard {
+		local, err := memory.New()
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, local.Close)
+		g, err := guard.New(server, guard.WithName("store"), guard.WithFallback(local, o.instances),
+			guard.WithStateObserver(func(name string, from, to guard.State) {
+				obs.BreakerStateChanged(name, from, to)
+				log.Warn("store breaker", "store", name, "from", from.String(), "to", to.String())
+			}))
+		if err != nil {
+			return nil, err
+		}
+		s.top, s.guard = g, g
+	}
+	if o.nearCache > 0 {
+		n, err := nearcache.New(s.top, o.nearCache)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append([]func() error{n.Close}, s.closers...)
+		s.top = n
+	}
+	return s, nil
+}
+
+// clusterURL turns the scheme into the clients' own (redis, rediss) and a
+// comma-separated host list into their addr parameters.
+func clusterURL(u *url.URL) string {
+	c := *u
+	c.Scheme = "redis"
+	if u.Scheme == "rediss" || u.Scheme == "rediss-cluster" || u.Scheme == "valkeys" {
+		c.Scheme = "rediss"
+	}
+	hosts := strings.Split(u.Host, ",")
+	c.Host = hosts[0]
+	q := c.Query()
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	c.RawQuery = q.Encode()
+	return c.String()
+}
+
+// redact is a store URL without its password, for logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
