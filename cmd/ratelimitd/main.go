@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		go watch(ctx, o.config, o.reload, svc, log)
 	}
 	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
-		"store", redact(o.store), "guard", st.guard != nil, "near_cache", o.nearCache,
+		"store", redact(o.store), "guard", st.guard != nil, "near_cache", st.near,
 		"config", o.config, "domains", cfg.Domains())
 
 	var served error

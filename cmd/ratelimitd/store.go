@@ -29,6 +29,7 @@ type stores struct {
 	top     backend.Store
 	guard   *guard.Store // nil on the memory store or with -guard=false
 	memory  *memory.Store
+	near    int // the near cache's size, 0 without one
 	closers []func() error
 }
 
@@ -122,7 +123,7 @@ func openStore(ctx context.Context, raw string, o options, obs *promlimit.Observ
 			return nil, err
 		}
 		s.closers = append([]func() error{n.Close}, s.closers...)
-		s.top = n
+		s.top, s.near = n, o.nearCache
 	}
 	return s, nil
 }
