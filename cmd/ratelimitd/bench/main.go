@@ -1,0 +1,201 @@
+// Command bench measures ratelimitd beside envoyproxy/ratelimit, the rate
+// limit service Envoy users run, in one run on one redis-server: the same
+// configuration (fixed windows), the same load (callers concurrent gRPC
+// clients, as Envoy is, cycling over values descriptor values), then
+// ratelimitd with the sliding log and GCRA on that load.
+//
+//	cd cmd/ratelimitd/bench && GOWORK=off go run . [-duration 3s] [-rounds 3]
+//
+// This module stays out of go.work: envoyproxy/ratelimit's dependency graph
+// (and the Go version it asks for) must not reach the library's workspace.
+// It pins the peer's version in go.mod; tools.go makes `go build` of the
+// peer's command use exactly it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+func main() {
+	duration := flag.Duration("duration", 3*time.Second, "load per measurement")
+	rounds := flag.Int("rounds", 3, "measurements of each service, interleaved; medians are reported")
+	callers := flag.Int("callers", 64, "concurrent callers")
+	values := flag.Int("values", 1000, "descriptor values cycled over")
+	limit := flag.Int("limit", 10, "requests per hour per value: every value is asked more often, so both admit exactly limit*values")
+	redisAddr := flag.String("redis", "", "an existing redis-server (default: start one on a free port)")
+	flag.Parse()
+	if err := run(*duration, *rounds, *callers, *values, *limit, *redisAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(duration time.Duration, rounds, callers, values, limit int, redisAddr string) error {
+	dir, err := os.MkdirTemp("", "ratelimitd-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if redisAddr == "" {
+		srv, err := testserver.StartFromPath([]string{"redis-server"})
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		redisAddr = srv.Addr
+	}
+	fmt.Printf("redis-server at %s; %d callers over %d values, %v per measurement, %d rounds (medians)\n", redisAddr, callers, values, duration, rounds)
+	bins, err := build(dir)
+	if err != nil {
+		return err
+	}
+	services, err := startAll(dir, bins, redisAddr, limit)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range services {
+			s.stop()
+		}
+	}()
+	results := make([][]result, len(services))
+	for r := 0; r < rounds; r++ {
+		for i, s := range services {
+			res, err := measure(s, fmt.Sprintf("s%d-r%d", i, r), duration, callers, values)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			results[i] = append(results[i], res)
+		}
+	}
+	report(services, results, limit*values)
+	return nil
+}
+
+// build compiles both services: ratelimitd from this repository, the peer
+// at the version go.mod pins.
+func build(dir string) (map[string]string, error) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		return nil, err
+	}
+	bins := map[string]string{"ratelimitd": filepath.Join(dir, "ratelimitd"), "envoy": filepath.Join(dir, "envoy-ratelimit")}
+	cmd := exec.Command("go", "build", "-o", bins["ratelimitd"], "./cmd/ratelimitd")
+	cmd.Dir, cmd.Stderr = root, os.Stderr
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")) // this module runs with GOWORK=off
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("building ratelimitd: %w", err)
+	}
+	cmd = exec.Command("go", "build", "-o", bins["envoy"], "github.com/envoyproxy/ratelimit/src/service_cmd")
+	cmd.Env, cmd.Stderr = append(os.Environ(), "GOWORK=off"), os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("building envoyproxy/ratelimit: %w", err)
+	}
+	return bins, nil
+}
+
+// result is one measurement.
+type result struct {
+	perSecond float64
+	p50, p99  time.Duration
+	admitted  int64
+	errors    int64
+}
+
+// measure runs the load on s for d: callers goroutines, each sending one
+// ShouldRateLimit after another, cycling over values (value v of round
+// run is "run-v", so each round starts from fresh counters).
+func measure(s *service, run string, d time.Duration, callers, values int) (result, error) {
+	var admitted, failures atomic.Int64
+	var firstErr atomic.Value
+	lat := make([][]time.Duration, callers)
+	var wg sync.WaitGroup
+	ctx := context.Background()
+	began := time.Now()
+	deadline := began.Add(d)
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				v := (c + i*callers) % values
+				req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{
+					Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("%s-%d", run, v)}},
+				}}}
+				t0 := time.Now()
+				res, err := s.client.ShouldRateLimit(ctx, req)
+				lat[c] = append(lat[c], time.Since(t0))
+				switch {
+				case err != nil:
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				case res.OverallCode == rlsv3.RateLimitResponse_OK:
+					admitted.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	if e := firstErr.Load(); e != nil {
+		return result{}, fmt.Errorf("%d errors, the first: %v", failures.Load(), e)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return result{}, fmt.Errorf("no decision in %v", d)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	return result{
+		perSecond: float64(len(all)) / elapsed.Seconds(),
+		p50:       all[len(all)/2],
+		p99:       all[len(all)*99/100],
+		admitted:  admitted.Load(),
+	}, nil
+}
+
+func report(services []*service, results [][]result, want int) {
+	med := func(rs []result, f func(result) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	ref := results[0]
+	refRate := med(ref, func(r result) float64 { return r.perSecond })
+	refP50 := med(ref, func(r result) float64 { return float64(r.p50) })
+	refP99 := med(ref, func(r result) float64 { return float64(r.p99) })
+	fmt.Printf("\n%-44s %10s %9s %9s %8s %8s %8s  %s\n", "service (same redis-server, same load)", "decisions/s", "p50", "p99", "x rate", "x p50", "x p99", "admitted per round (exact: "+fmt.Sprint(want)+")")
+	for i, s := range services {
+		rate := med(results[i], func(r result) float64 { return r.perSecond })
+		p50 := med(results[i], func(r result) float64 { return float64(r.p50) })
+		p99 := med(results[i], func(r result) float64 { return float64(r.p99) })
+		var adm []string
+		for _, r := range results[i] {
+			adm = append(adm, fmt.Sprint(r.admitted))
+		}
+		fmt.Printf("%-44s %10.0f %9v %9v %8.2f %8.2f %8.2f  %s\n", s.name, rate,
+			time.Duration(p50).Round(10*time.Microsecond), time.Duration(p99).Round(10*time.Microsecond),
+			rate/refRate, p50/refP50, p99/refP99, strings.Join(adm, " "))
+	}
+	fmt.Println("\nx rate, x p50, x p99: ratios to envoyproxy/ratelimit's in this run (rate above 1 and latencies below 1 are better).")
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// service is one running rate limit service and a gRPC client of it.
+type service struct {
+	name   string
+	cmd    *exec.Cmd
+	conn   *grpc.ClientConn
+	client rlsv3.RateLimitServiceClient
+}
+
+func (s *service) stop() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+}
+
+// config is the one configuration, in envoyproxy/ratelimit's format; alg
+// adds ratelimitd's extension ("" for fixed windows).
+func config(limit int, alg string) string {
+	extra := ""
+	if alg != "" {
+		extra = ", algorithm: " + alg
+		if alg == "gcra" {
+			extra += ", burst: " + strconv.Itoa(limit)
+		}
+	}
+	return fmt.Sprintf("domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %d%s}\n", limit, extra)
+}
+
+// startAll starts the peer first (the reference of every ratio), then
+// ratelimitd with fixed windows (its defaults, then without the near cache),
+// the sliding log and GCRA.
+func startAll(dir string, bins map[string]string, redisAddr string, limit int) ([]*service, error) {
+	var out []*service
+	peer, err := startEnvoy(dir, bins["envoy"], redisAddr, limit)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, peer)
+	for _, c := range []struct{ name, alg, flags string }{
+		{"ratelimitd fixed (defaults)", "", ""},
+		{"ratelimitd fixed, -near-cache 0", "", "0"},
+		{"ratelimitd sliding log (exact)", "sliding", ""},
+		{"ratelimitd gcra", "gcra", ""},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("ratelimitd-%d.yaml", len(out)))
+		if err := os.WriteFile(path, []byte(config(limit, c.alg)), 0o644); err != nil {
+			return nil, err
+		}
+		args := []string{"-config", path, "-store", "redis://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-log-format", "json"}
+		if c.flags != "" {
+			args = append(args, "-near-cache", c.flags)
+		}
+		s, err := startRatelimitd(c.name, bins["ratelimitd"], args)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func startRatelimitd(name, bin string, args []string) (*service, error) {
+	s := &service{name: name, cmd: exec.Command(bin, append(args, "-log-level", "info")...)}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "serving" {
+				addr <- line["grpc"].(string)
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			return nil, fmt.Errorf("%s exited before serving", name)
+		}
+		return s, s.connect(a)
+	case <-time.After(time.Minute):
+		s.stop()
+		return nil, fmt.Errorf("%s did not serve within a minute", name)
+	}
+}
+
+func startEnvoy(dir, bin, redisAddr string, limit int) (*service, error) {
+	conf := filepath.Join(dir, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(conf, "bench.yaml"), []byte(config(limit, "")), 0o644); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	s := &service{name: "envoyproxy/ratelimit fixed (reference)", cmd: exec.Command(bin)}
+	s.cmd.Env = append(os.Environ(),
+		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
+		"PORT="+ports[0], "GRPC_PORT="+ports[1], "DEBUG_PORT="+ports[2],
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
+		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false")
+	// Its stats go to its log when statsd is off: a flood, left unread.
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := s.connect("127.0.0.1:" + ports[1]); err != nil {
+		s.stop()
+		return nil, err
+	}
+	// Ready when it answers (its config loads after the listener opens).
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := s.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{
+			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "warm-up"}},
+		}}})
+		cancel()
+		if err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("envoyproxy/ratelimit did not answer within a minute: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *service) connect(addr string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	s.conn, s.client = conn, rlsv3.NewRateLimitServiceClient(conn)
+	return nil
+}
+
+// freePorts are n loopback ports free a moment ago.
+func freePorts(n int) ([]string, error) {
+	var ports []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	return ports, nil
+}
