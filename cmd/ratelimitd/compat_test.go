@@ -146,4 +146,7 @@ func TestEnvoysIntegrationScriptsDecideTheSame(t *testing.T) {
 	res, err := d.ask(context.Background(), "rl", []string{"foo", "pelle", "baz", "shady"})
 	require.NoError(t, err)
 	assert.Zero(t, res.Statuses[0].LimitRemaining, "the shadow limit says it is spent, as its script reads from the headers")
+	_, metrics := d.get(t, "/metrics")
+	assert.Contains(t, metrics, `ratelimitd_detailed_decisions_total{descriptor="rl.unspec_unspecified_value",result="over_limit",rule="rl.unspec"} 1`,
+		"detailed_metric counts per value, as its script reads from the stats")
 }

@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, o.store, o, obs, log)
+	st, err := openStore(o.store, o, obs, log)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			return err
 		}
 	}
-	svc, err := service.New(st.top, cfg, ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout))
+	detailed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimitd_detailed_decisions_total",
+		Help: "Decisions of the rules marked detailed_metric, per descriptor value.",
+	}, []string{"rule", "descriptor", "result"})
+	reg.MustRegister(detailed)
+	svc, err := service.New(st.top, cfg, service.Options{
+		Limiter: []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
+		Detailed: func(d service.Detail) {
+			result := "allowed"
+			switch {
+			case d.Status.Shadowed:
+				result = "shadow_over_limit"
+			case d.Status.OverLimit:
+				result = "over_limit"
+			}
+			detailed.WithLabelValues(d.Rule, d.Descriptor, result).Inc()
+		},
+	})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,7 +52,7 @@ func (s *stores) Close() error {
 // guard (degraded mode: a breaker per node and a local fallback deciding
 // Limit/instances of each policy) is on unless noGuard, and the near cache
 // (denials answered in process) holds nearCache keys (0: none).
-func openStore(ctx context.Context, raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
+func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
 	s := &stores{}
 	if raw == "memory" || raw == "" {
 		m, err := memory.New()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -81,22 +82,40 @@ func (s Status) Asked() bool { return !s.Decision.At.IsZero() }
 
 // Service decides requests under the configuration it was last given.
 type Service struct {
-	store  backend.Store
-	opts   []ratelimit.Option
-	rules  atomic.Pointer[ruleSet]
-	prefix string
+	store    backend.Store
+	opts     []ratelimit.Option
+	detailed func(Detail)
+	rules    atomic.Pointer[ruleSet]
+	prefix   string
+}
+
+// Options configure a Service.
+type Options struct {
+	// Limiter options apply to every Limiter the Service builds (an
+	// observer, a timeout).
+	Limiter []ratelimit.Option
+	// Detailed, when set, is called with every decision of a rule marked
+	// detailed_metric (or value_to_metric): metrics per descriptor value.
+	Detailed func(Detail)
+}
+
+// Detail is one decision of a detailed rule.
+type Detail struct {
+	// Rule is the rule's full key; Descriptor the request's descriptor in
+	// the same form, with its values ("api.user_alice").
+	Rule, Descriptor string
+	Status           Status
 }
 
 // Prefix namespaces every key ratelimitd writes in the store.
 const Prefix = "ratelimitd:"
 
-// New returns a Service deciding on store under cfg; opts apply to every
-// Limiter it builds (an observer, a timeout).
-func New(store backend.Store, cfg *config.Config, opts ...ratelimit.Option) (*Service, error) {
+// New returns a Service deciding on store under cfg.
+func New(store backend.Store, cfg *config.Config, o Options) (*Service, error) {
 	if store == nil || cfg == nil {
 		return nil, fmt.Errorf("%w: nil store or config", ratelimit.ErrInvalidArgument)
 	}
-	s := &Service{store: store, opts: opts, prefix: Prefix}
+	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix}
 	rs, err := s.newRuleSet(cfg)
 	if err != nil {
 		return nil, err
@@ -158,7 +177,30 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 	if err := s.decide(ctx, rs, checks, &res); err != nil {
 		return Result{}, err
 	}
+	if s.detailed != nil {
+		s.report(req, res)
+	}
 	return res, nil
+}
+
+// report calls the Detailed hook for the decided statuses of detailed rules.
+func (s *Service) report(req Request, res Result) {
+	for i, st := range res.Statuses {
+		if st.Rule == nil || !st.Rule.Detailed || !st.Asked() {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(req.Domain)
+		for _, e := range req.Descriptors[i].Entries {
+			b.WriteString(".")
+			b.WriteString(e.Key)
+			if e.Value != "" {
+				b.WriteString("_")
+				b.WriteString(e.Value)
+			}
+		}
+		s.detailed(Detail{Rule: st.Rule.FullKey, Descriptor: b.String(), Status: st})
+	}
 }
 
 func validate(req Request) error {

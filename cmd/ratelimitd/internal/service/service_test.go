@@ -81,7 +81,7 @@ func newService(t *testing.T, yaml string, store ...backend.Store) (*Service, *c
 		s = m
 	}
 	clk := newClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	svc, err := New(s, cfg, ratelimit.WithCallerClock(clk.Now))
+	svc, err := New(s, cfg, Options{Limiter: []ratelimit.Option{ratelimit.WithCallerClock(clk.Now)}})
 	require.NoError(t, err)
 	return svc, clk
 }
