@@ -59,17 +59,18 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit int) (
 		return nil, err
 	}
 	out = append(out, peer)
-	for _, c := range []struct{ name, alg, flags string }{
-		{"ratelimitd fixed (defaults)", "", ""},
-		{"ratelimitd fixed, -near-cache 0", "", "0"},
-		{"ratelimitd sliding log (exact)", "sliding", ""},
-		{"ratelimitd gcra", "gcra", ""},
+	for _, c := range []struct{ name, alg, flags, scheme string }{
+		{"ratelimitd fixed (defaults)", "", "", "redis"},
+		{"ratelimitd fixed, -near-cache 0", "", "0", "redis"},
+		{"ratelimitd fixed, valkey://, -near-cache 0", "", "0", "valkey"},
+		{"ratelimitd sliding log (exact)", "sliding", "", "redis"},
+		{"ratelimitd gcra", "gcra", "", "redis"},
 	} {
 		path := filepath.Join(dir, fmt.Sprintf("ratelimitd-%d.yaml", len(out)))
 		if err := os.WriteFile(path, []byte(config(limit, c.alg)), 0o644); err != nil {
 			return nil, err
 		}
-		args := []string{"-config", path, "-store", "redis://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-log-format", "json"}
+		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-log-format", "json"}
 		if c.flags != "" {
 			args = append(args, "-near-cache", c.flags)
 		}
