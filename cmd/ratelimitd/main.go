@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,8 +27,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
@@ -109,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-http: %w", err)
 	}
 
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.UnaryInterceptor(recovered(log)))
 	rlsv3.RegisterRateLimitServiceServer(gs, service.NewRLS(svc))
 	hs := health.NewServer() // "" (the server) is serving
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -153,6 +156,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Warn("requests still in flight after the drain bound were cut", "bound", o.drain.String())
 	}
 	return nil
+}
+
+// recovered turns a panic in a handler into an Internal error and a log
+// line, as net/http does for its handlers: one bad request must not take
+// every other caller's answers down with the process.
+func recovered(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in a handler", "method", info.FullMethod, "panic", fmt.Sprint(r))
+				resp, err = nil, status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(ctx, req)
+	}
 }
 
 // routes is the HTTP API: /v1/allow, liveness, readiness and metrics.
