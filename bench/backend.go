@@ -293,7 +293,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		return nil, false
 	}
 	ctx := context.Background()
-	sha, err := b.admin.ScriptLoad(ctx, script.Decide).Result()
+	sha, err := b.admin.ScriptLoad(ctx, script.For(backend.Algorithm(alg)).Text).Result() // the script a Take runs
 	if err != nil {
 		fmt.Fprintf(progress, "reference: SCRIPT LOAD: %v\n", err)
 		return nil, false

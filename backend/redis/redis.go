@@ -221,7 +221,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	}
 	c := new(call) // the command, its words and its keys: one allocation
 	keys := script.AppendKeys(c.keys[:0], req)
-	words := append(c.words[:0], evalsha, sha, len(keys))
+	words := append(c.words[:0], evalsha, shas[req.Rule.Algorithm()], len(keys))
 	for i := range keys {
 		if i == 0 && s.routed {
 			words = append(words, keys[0]) // an allocation: see routed
@@ -252,12 +252,24 @@ type call struct {
 	keys  [2]string
 }
 
-// The words of an EVALSHA, and of the EVAL that replaces it after NOSCRIPT,
-// boxed once.
+// The words of an EVALSHA (the script of each algorithm, and the one of
+// TakeAll), and of the EVAL that replaces it after NOSCRIPT, boxed once.
 var (
-	evalsha, sha any = "evalsha", script.SHA1
-	eval, source any = "eval", script.Decide
+	evalsha, eval any = "evalsha", "eval"
+	shas              = func() (b [4]any) {
+		for alg := range b {
+			b[alg] = script.For(backend.Algorithm(alg)).SHA1
+		}
+		return b
+	}()
+	allSHA any = script.All.SHA1
 )
+
+// noScript turns words, an EVALSHA the server did not know, into the EVAL
+// of the same script.
+func noScript(words []any) {
+	words[0], words[1] = eval, script.Text(words[1].(string))
+}
 
 // TakeAll implements backend.MultiStore: one EVALSHA for requests on one
 // caller's key (one hash tag); others are refused (errors.ErrUnsupported).
@@ -270,7 +282,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	if err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
-	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.MaxArgs), evalsha, sha, len(keys))
+	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.MaxArgs), evalsha, allSHA, len(keys))
 	for _, k := range keys {
 		words = append(words, k)
 	}
@@ -343,7 +355,7 @@ func (s *Store) evalSHA(ctx context.Context, cmd *goredis.IntSliceCmd, words []a
 	cmd.SetFirstKeyPos(3) // for a cluster client: the first key is the 4th word
 	err := s.client.Process(ctx, cmd)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		words[0], words[1] = eval, source
+		noScript(words)
 		*cmd = *goredis.NewIntSliceCmd(ctx, words...)
 		cmd.SetFirstKeyPos(3)
 		err = s.client.Process(ctx, cmd)

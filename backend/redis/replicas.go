@@ -92,7 +92,7 @@ func (s *Store) acked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any
 	}
 	wait, err := run()
 	if err != nil && goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		words[0], words[1] = eval, source
+		noScript(words)
 		wait, err = run()
 	}
 	if err != nil {

@@ -33,13 +33,13 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 
 // execAcked runs the script and WAIT in one round trip to the master of
 // key's slot, and requires the replicas' acknowledgement.
-func (s *Store) execAcked(ctx context.Context, keys, args []string, key string) ([]int64, error) {
+func (s *Store) execAcked(ctx context.Context, lua *script.Lua, keys, args []string, key string) ([]int64, error) {
 	run := func(eval bool) []vk.ValkeyResult {
 		var decide vk.Completed
 		if eval {
-			decide = s.client.B().Eval().Script(script.Decide).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			decide = s.client.B().Eval().Script(lua.Text).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 		} else {
-			decide = s.client.B().Evalsha().Sha1(script.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			decide = s.client.B().Evalsha().Sha1(lua.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 		}
 		return s.client.DoMulti(ctx, decide, s.waitFor(key))
 	}

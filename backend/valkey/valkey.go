@@ -35,8 +35,11 @@ import (
 // not own the client: close the client when done.
 type Store struct {
 	client vk.Client
-	script *vk.Lua
-	args   *script.ArgCache[string]
+	// ones are the scripts of one request by algorithm, all the one of
+	// TakeAll (script.For, script.All).
+	ones [4]*vk.Lua
+	all  *vk.Lua
+	args *script.ArgCache[string]
 	// lastTimeout is when a call last timed out (Unix ns), 0 for never:
 	// for boundFor after it, calls are bounded by the store (see exec).
 	lastTimeout atomic.Int64
@@ -59,20 +62,20 @@ const boundFor = 10 * time.Second
 // execBounded runs the script on a goroutine of its own, returning when ctx
 // is done. It works on copies of keys and args, so that the healthy path's
 // stay on the stack.
-func (s *Store) execBounded(ctx context.Context, keys, args []string) ([]int64, error) {
+func (s *Store) execBounded(ctx context.Context, lua *vk.Lua, keys, args []string) ([]int64, error) {
 	keys, args = slices.Clone(keys), slices.Clone(args)
 	return script.Bounded(ctx, "ratelimit/valkey", false, func(ctx context.Context) ([]int64, error) {
-		return s.script.Exec(ctx, s.client, keys, args).AsIntSlice()
+		return lua.Exec(ctx, s.client, keys, args).AsIntSlice()
 	})
 }
 
-func (s *Store) exec(ctx context.Context, keys, args []string) ([]int64, error) {
+func (s *Store) exec(ctx context.Context, lua *vk.Lua, keys, args []string) ([]int64, error) {
 	var reply []int64
 	var err error
 	if last := s.lastTimeout.Load(); last == 0 || time.Since(time.Unix(0, last)) >= boundFor {
-		reply, err = s.script.Exec(ctx, s.client, keys, args).AsIntSlice() // the healthy path: no closure
+		reply, err = lua.Exec(ctx, s.client, keys, args).AsIntSlice() // the healthy path: no closure
 	} else {
-		reply, err = s.execBounded(ctx, keys, args)
+		reply, err = s.execBounded(ctx, lua, keys, args)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.lastTimeout.Store(time.Now().UnixNano())
@@ -86,8 +89,11 @@ func (s *Store) exec(ctx context.Context, keys, args []string) ([]int64, error) 
 func New(client vk.Client, opts ...Option) *Store {
 	s := &Store{
 		client: client,
-		script: vk.NewLuaScript(script.Decide),
+		all:    vk.NewLuaScript(script.All.Text),
 		args:   script.NewStringArgs(),
+	}
+	for alg := range s.ones {
+		s.ones[alg] = vk.NewLuaScript(script.For(backend.Algorithm(alg)).Text)
 	}
 	for _, o := range opts {
 		o(s)
@@ -125,9 +131,9 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	}
 	var reply []int64
 	if s.ackReplicas > 0 && op != script.Peek {
-		reply, err = s.execAcked(ctx, script.Keys(req), s.args.For(req, op), req.Key)
+		reply, err = s.execAcked(ctx, script.For(req.Rule.Algorithm()), script.Keys(req), s.args.For(req, op), req.Key)
 	} else {
-		reply, err = s.exec(ctx, script.Keys(req), s.args.For(req, op))
+		reply, err = s.exec(ctx, s.ones[req.Rule.Algorithm()], script.Keys(req), s.args.For(req, op))
 	}
 	if err == nil {
 		out, err = script.Outcome(reply)
@@ -151,9 +157,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	}
 	var reply []int64
 	if s.ackReplicas > 0 {
-		reply, err = s.execAcked(ctx, keys, s.args.ForAll(reqs), reqs[0].Key)
+		reply, err = s.execAcked(ctx, script.All, keys, s.args.ForAll(reqs), reqs[0].Key)
 	} else {
-		reply, err = s.exec(ctx, keys, s.args.ForAll(reqs))
+		reply, err = s.exec(ctx, s.all, keys, s.args.ForAll(reqs))
 	}
 	if err == nil {
 		err = script.Outcomes(reply, outs)

@@ -1,6 +1,8 @@
-// Package script holds the Lua script that makes each decision on a Redis
+// Package script holds the Lua scripts that make each decision on a Redis
 // protocol server, the one copy shared by the Redis and Valkey backends, and
-// the Go side of its calling convention: keys (keys.go), arguments, reply.
+// the Go side of their calling convention: keys (keys.go), arguments, reply.
+// The algorithms are one Lua file each; a request runs the script of its
+// algorithm alone (For), several together run them all (All).
 package script
 
 import (
@@ -17,18 +19,68 @@ import (
 )
 
 var (
-	//go:embed algorithms.lua
-	algorithms string
+	//go:embed common.lua
+	common string
+	//go:embed sliding.lua
+	sliding string
+	//go:embed fixed.lua
+	fixed string
+	//go:embed counter.lua
+	counter string
+	//go:embed gcra.lua
+	gcra string
 	//go:embed decide.lua
 	decide string
+	//go:embed one.lua
+	one string
 
-	// Decide decides one request (Take or Peek) or several together
-	// (TakeAll): algorithms.lua, then decide.lua.
-	Decide = algorithms + decide
+	// All decides one request or several together (TakeAll), under any
+	// algorithm: common.lua, every algorithm's file, then decide.lua.
+	All = newLua(common + sliding + fixed + counter + gcra + decide)
 
-	// SHA1 is Decide's name for EVALSHA: the hex SHA-1 of its text.
-	SHA1 = func() string { h := sha1.Sum([]byte(Decide)); return hex.EncodeToString(h[:]) }()
+	// one are the scripts of one request (Take, Peek, Refund), by
+	// algorithm: common.lua, that algorithm's file, then one.lua. The server
+	// runs the text of a script on every call, so each holds what its
+	// algorithm needs only (see For).
+	ones = [...]*Lua{
+		backend.SlidingWindow:        newLua(common + sliding + one),
+		backend.FixedWindow:          newLua(common + fixed + one),
+		backend.SlidingWindowCounter: newLua(common + counter + one),
+		backend.GCRA:                 newLua(common + gcra + one),
+	}
+
+	// Decide and SHA1 are All's text and name, kept for callers that run
+	// one script for everything (tools, tests).
+	Decide, SHA1 = All.Text, All.SHA1
+
+	byName = func() map[string]string {
+		m := map[string]string{All.SHA1: All.Text}
+		for _, l := range ones {
+			m[l.SHA1] = l.Text
+		}
+		return m
+	}()
 )
+
+// Lua is one script: its text, and its name for EVALSHA (the hex SHA-1 of
+// the text).
+type Lua struct{ Text, SHA1 string }
+
+func newLua(text string) *Lua {
+	h := sha1.Sum([]byte(text))
+	return &Lua{Text: text, SHA1: hex.EncodeToString(h[:])}
+}
+
+// For is the script deciding one request under alg (Take, Peek, Refund),
+// with the arguments For and AppendFor make; several requests together
+// (TakeAll) take All.
+func For(alg backend.Algorithm) *Lua { return ones[alg] }
+
+// Scripts are every script: All, then one per algorithm.
+func Scripts() []*Lua { return append([]*Lua{All}, ones[:]...) }
+
+// Text is the text of the script named sha (for EVAL after NOSCRIPT), or "".
+func Text(sha string) string { return byName[sha] }
 
 // TTLSlack is how much longer than the window a key lives after its last
 // write (on top of the window), as a safety net: state that nobody uses

@@ -156,9 +156,13 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		keys := script.Keys(req)
 		args := script.Args(req, op)
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.EvalSha(callCtx, script.SHA1, keys, toAny(args)...).Err()
+		lua := script.For(req.Rule.Algorithm()) // a request's own script, and 1 in 4 the one of TakeAll
+		if rng.IntN(4) == 0 {
+			lua = script.All
+		}
+		err := c.EvalSha(callCtx, lua.SHA1, keys, toAny(args)...).Err()
 		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-			err = c.Eval(callCtx, script.Decide, keys, toAny(args)...).Err()
+			err = c.Eval(callCtx, lua.Text, keys, toAny(args)...).Err()
 		}
 		cancel()
 		if err != nil {

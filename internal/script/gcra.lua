@@ -1,0 +1,47 @@
+-- GCRA.
+-- key  a string "at:level:unit:drain": the bucket's level at time at, in
+--      the units of the rate it was written under (a request weighs unit, a
+--      µs drains drain)
+local function gcra(key, now, burst, unit, drain, cost, op, retain, slack)
+  local v = redis.call('GET', key)
+  local level, future = 0, false
+  if v then
+    local a, l, u, d = string.match(v, '^(%-?%d+):(%d+):(%d+):(%d+)$')
+    local at
+    at, level, u, d = tonumber(a), tonumber(l), tonumber(u), tonumber(d)
+    if level > 0 then
+      if u ~= unit or d ~= drain then -- another rate: as many requests, at most a burst
+        level = math.min(ceildiv(level, u), burst) * unit
+      end
+      if now > at then
+        local elapsed = now - at
+        if elapsed >= ceildiv(level, drain) then level = 0 else level = level - elapsed * drain end
+      else
+        future = now < at -- from the future: as if written now
+      end
+    end
+  end
+  local write = false
+  if op == 'refund' then
+    if cost > ceildiv(level, unit) then return 2, ceildiv(level, unit), 0, 0 end
+    level = math.max(level - cost * unit, 0)
+    cost, op, write = 1, 'peek', true
+  end
+  local capacity = burst * unit
+  local allowed = cost * unit <= capacity - level
+  local retry = 0
+  if not allowed then
+    retry = ceildiv(level + cost * unit - capacity, drain)
+    write = write or (op == 'take' and future)
+  elseif op == 'take' then
+    level, write = level + cost * unit, true
+  end
+  if write then
+    redis.call('SET', key, string.format('%.0f:%.0f:%.0f:%.0f', now, level, unit, drain),
+      'PX', ttl(ceildiv(level, drain), retain, slack))
+  end
+  local count = ceildiv(level, unit)
+  local reset_at = now
+  if count > 0 then reset_at = now + ceildiv(level - (count - 1) * unit, drain) end
+  return allowed and 1 or 0, count, reset_at, retry
+end
