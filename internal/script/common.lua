@@ -1,3 +1,4 @@
+-- Layout 1 of the keys and their values (keys.go: script.Layout).
 -- The algorithms, one function each (the rules: package algorithm). Each
 -- decides a request of cost at now (µs) under its policy, for op 'take',
 -- 'peek' or 'refund', and returns allowed (1 | 0; 2 for a refused refund),

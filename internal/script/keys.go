@@ -7,8 +7,8 @@ import (
 )
 
 // The key layout on a Redis-protocol server, the one place it is written
-// (algorithms.lua reads these keys). For the caller's key K under the prefix
-// P:
+// (the algorithms' Lua files read these keys). For the caller's key K under
+// the prefix P:
 //
 //	P{K}:sw       the sliding log: a sorted set of entries scored by time (µs)
 //	P{K}:sw:m     the log's meta: a hash, n = the counter that names entries,
@@ -28,6 +28,16 @@ import (
 // longer, plus TTLSlack; but a sliding log on the server's clock, whose meta
 // knows when its keys expire (e), renews them only once less than the life
 // or retention is left, so at most about once per TTLSlack under steady use.
+
+// Layout is the version of the layout above and of the values the scripts
+// keep in its keys. Releases of one layout decide the same keys together
+// during a rolling upgrade: layout_test.go runs the previous release's script
+// (testdata/previous.lua) beside this one's on the same keys and counts no
+// over-admission. A release that changes the layout increments Layout, and
+// must read the previous layout and write one the previous release reads
+// (keys kept apart would let each release admit a full limit): the upgrade
+// procedure is in docs/scaling.md.
+const Layout = 1
 
 // Suffixes of the state of each algorithm.
 const (
