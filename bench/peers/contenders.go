@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type maker struct {
 	name string
 	peer bool // false: this library
 	open func(limit int, window time.Duration, ns string) (contender, error)
+	// limitless marks a floor row that limits nothing (a script of return
+	// 1): it admits every request.
+	limitless bool
 }
 
 // ours is this library on store (fresh for each open) under alg.
@@ -122,10 +126,28 @@ func openUluleMemory(limit int, window time.Duration, ns string) (contender, err
 	}}, nil
 }
 
+// floor is a reference row, not a limiter: a script called by EVALSHA per
+// decision, whose reply is a count admitted while at most the limit. Its
+// server time per decision is the floor the others are read against.
+func floor(name, text string, limitless bool) maker {
+	lua := goredis.NewScript(text)
+	return maker{name: name, peer: true, limitless: limitless, open: func(limit int, window time.Duration, ns string) (contender, error) {
+		c := goredis.NewClient(&goredis.Options{Addr: floorAddr, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
+		return contender{close: func() { _ = c.Close() }, allow: func(ctx context.Context, key string) (bool, error) {
+			n, err := lua.Run(ctx, c, []string{ns + key}, window.Milliseconds()).Int64()
+			return n <= int64(limit), err
+		}}, nil
+	}}
+}
+
+// floorAddr is the server of the floor rows (networkMakers sets it).
+var floorAddr string
+
 // networkMakers are the limiters on the server at addr: this library's
 // Redis (go-redis) and Valkey (valkey-go) backends under each algorithm, and
 // the peers' Redis stores, every one with 64 connections per CPU at most.
 func networkMakers(addr string, conns int) []maker {
+	floorAddr = addr
 	newGoRedis := func() *goredis.Client {
 		return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
 	}
@@ -158,6 +180,10 @@ func networkMakers(addr string, conns int) []maker {
 				return res.Allowed > 0, nil
 			}}, nil
 		}},
+		floor("floor: a script of return 1", "return 1", true),
+		floor("floor: a minimal fixed window (INCR, PEXPIRE)", `local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return c`, false),
 		maker{name: "ulule/limiter redis", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
 			c := newGoRedis()
 			s, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: ns, MaxRetry: 3})

@@ -74,6 +74,10 @@ type row struct {
 	AllocsPerDecision float64 `json:"allocs_per_decision"`
 	DeniedShare       float64 `json:"denied_share"`
 	Errors            int64   `json:"errors"`
+	// ServerUsPerDecision is the server's time per decision (INFO
+	// commandstats over the run; 0 in process): what decides how many
+	// decisions one Redis core sustains.
+	ServerUsPerDecision float64 `json:"server_us_per_decision,omitempty"`
 	// VsReference is NsPerDecision over the scenario's reference peer's:
 	// below 1, faster than it.
 	VsReference float64 `json:"vs_reference"`
@@ -122,6 +126,7 @@ func run(c config, out, progress io.Writer) error {
 			}
 			defer srv.Stop()
 			addr = srv.Addr
+			c.addr = addr
 			fmt.Fprintf(progress, "started %s on %s\n", srv.Origin, addr)
 		}
 		network = networkMakers(addr, 64*runtime.GOMAXPROCS(0))
@@ -159,7 +164,7 @@ func runScenario(sc scenario, makers []maker, keys []string, c config, progress 
 			m := makers[i]
 			fmt.Fprintf(progress, "%s: round %d/%d: %s\n", sc.name, r+1, c.rounds, m.name)
 			ns := fmt.Sprintf("peers:%d:%d:%d:", time.Now().UnixNano(), r, i)
-			got, err := runOnce(sc, m, keys, ns, c.duration)
+			got, err := runOnce(sc, m, keys, ns, c.duration, c.addr)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", m.name, err)
 			}
@@ -184,8 +189,9 @@ func runScenario(sc scenario, makers []maker, keys []string, c config, progress 
 }
 
 // runOnce opens m, warms every key and drives it from sc.goroutines
-// goroutines for d.
-func runOnce(sc scenario, m maker, keys []string, ns string, d time.Duration) (row, error) {
+// goroutines for d; on a network scenario it reads the server's time of
+// the run from the server at addr.
+func runOnce(sc scenario, m maker, keys []string, ns string, d time.Duration, addr string) (row, error) {
 	c, err := m.open(sc.limit, sc.window, ns)
 	if err != nil {
 		return row{}, err
@@ -202,6 +208,13 @@ func runOnce(sc scenario, m maker, keys []string, ns string, d time.Duration) (r
 	var stop atomic.Bool
 	var decisions, denied, errs atomic.Int64
 	var wg sync.WaitGroup
+	var server *serverClock
+	if sc.network {
+		if server, err = startServerClock(ctx, addr); err != nil {
+			return row{}, err
+		}
+		defer server.close()
+	}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -235,13 +248,21 @@ func runOnce(sc scenario, m maker, keys []string, ns string, d time.Duration) (r
 	if n == 0 {
 		return row{}, fmt.Errorf("no decision in %v", d)
 	}
-	return row{Scenario: sc.name, Contender: m.name, Peer: m.peer,
+	r := row{Scenario: sc.name, Contender: m.name, Peer: m.peer,
 		NsPerDecision:     float64(elapsed.Nanoseconds()) / n,
 		DecisionsPerSec:   n / elapsed.Seconds(),
 		AllocsPerDecision: float64(after.Mallocs-before.Mallocs) / n,
 		DeniedShare:       float64(denied.Load()) / n,
 		Errors:            errs.Load(),
-	}, nil
+	}
+	if server != nil {
+		us, err := server.usec(ctx, n)
+		if err != nil {
+			return row{}, err
+		}
+		r.ServerUsPerDecision = us
+	}
+	return r, nil
 }
 
 func report(out io.Writer, c config, sc scenario, rows []row) error {
@@ -256,9 +277,23 @@ func report(out io.Writer, c config, sc scenario, rows []row) error {
 	}
 	fmt.Fprintf(out, "\n%s: %d keys at %d per %v, median of %d runs of %v\n", sc.name, c.keys, sc.limit, sc.window, c.rounds, c.duration)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\t\n", sc.reference)
+	if sc.network {
+		fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\tserver µs/decision\tvs its\t\n", sc.reference)
+	} else {
+		fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\t\n", sc.reference)
+	}
+	refServer := 0.0
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.1f\t%.1f%%\t%d\t%.2fx\t\n", r.Contender, r.NsPerDecision, r.DecisionsPerSec, r.AllocsPerDecision, 100*r.DeniedShare, r.Errors, r.VsReference)
+		if r.Contender == sc.reference {
+			refServer = r.ServerUsPerDecision
+		}
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.1f\t%.1f%%\t%d\t%.2fx\t", r.Contender, r.NsPerDecision, r.DecisionsPerSec, r.AllocsPerDecision, 100*r.DeniedShare, r.Errors, r.VsReference)
+		if sc.network && refServer > 0 {
+			fmt.Fprintf(w, "%.2f\t%.2fx\t", r.ServerUsPerDecision, r.ServerUsPerDecision/refServer)
+		}
+		fmt.Fprintln(w)
 	}
 	if err := w.Flush(); err != nil {
 		return err

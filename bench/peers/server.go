@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
+)
+
+// serverClock measures the server's time over a run: CONFIG RESETSTAT at
+// its start, INFO commandstats at its end.
+type serverClock struct{ admin *goredis.Client }
+
+func startServerClock(ctx context.Context, addr string) (*serverClock, error) {
+	admin := goredis.NewClient(&goredis.Options{Addr: addr})
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	return &serverClock{admin: admin}, nil
+}
+
+func (s *serverClock) close() { s.admin.Close() }
+
+// meta are the commands no decision sends: the measurement's own, and a
+// connection's set-up.
+var meta = map[string]bool{"config|resetstat": true, "config": true, "info": true, "ping": true, "hello": true,
+	"client": true, "client|setinfo": true, "command": true, "select": true}
+
+// usec is the server's time per decision over decisions: the scripts' time
+// (EVALSHA and EVAL, which includes the commands they call) when the
+// decisions are scripts, else the time of every command.
+func (s *serverClock) usec(ctx context.Context, decisions float64) (float64, error) {
+	stats, err := serverinfo.CommandStats(ctx, s.admin)
+	if err != nil {
+		return 0, err
+	}
+	var scripts, scriptCalls, all int64
+	for cmd, st := range stats {
+		switch {
+		case cmd == "evalsha" || cmd == "eval":
+			scripts += st.Usec
+			scriptCalls += st.Calls
+		case !meta[cmd]:
+			all += st.Usec
+		}
+	}
+	if float64(scriptCalls) >= decisions/2 {
+		return float64(scripts) / decisions, nil
+	}
+	return float64(all+scripts) / decisions, nil
+}
