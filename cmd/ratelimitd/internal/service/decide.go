@@ -18,7 +18,7 @@ import (
 // per-descriptor hits_addend) are decided one by one.
 //
 // Shadow limits are decided and recorded on their own, and answer OK.
-func (s *Service) decide(ctx context.Context, rs *ruleSet, checks []check, res *Result) error {
+func (s *Service) decide(ctx context.Context, checks []check, res *Result) error {
 	var enforced []check
 	for _, c := range checks {
 		if !c.rule.Shadow {

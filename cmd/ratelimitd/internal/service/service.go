@@ -174,7 +174,7 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	checks = withoutReplaced(checks, replaced, res.Statuses)
-	if err := s.decide(ctx, rs, checks, &res); err != nil {
+	if err := s.decide(ctx, checks, &res); err != nil {
 		return Result{}, err
 	}
 	if s.detailed != nil {
