@@ -207,6 +207,20 @@ func (b *target) commandStats() (map[string]serverinfo.Stat, error) {
 	return sum, nil
 }
 
+// cpuUsec is the CPU time of the masters' processes (of a cluster, summed),
+// µs: the scripts, and the network I/O and replication around them.
+func (b *target) cpuUsec() (int64, error) {
+	var sum int64
+	for _, n := range b.nodes {
+		us, err := serverinfo.CPU(context.Background(), n)
+		if err != nil {
+			return 0, err
+		}
+		sum += us
+	}
+	return sum, nil
+}
+
 // scriptUsec is the server's time in the scripts between two readings, µs.
 func scriptUsec(before, after map[string]serverinfo.Stat) int64 {
 	var n int64

@@ -86,6 +86,10 @@ func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer)
 	if err != nil {
 		return result{}, err
 	}
+	cpuBefore, err := b.cpuUsec()
+	if err != nil {
+		return result{}, err
+	}
 	abusive := cfg.abusive
 	var total atomic.Int64
 	stopProgress := showProgress(progress, fmt.Sprintf("%s %v", b.name, alg), cfg.duration, &total)
@@ -170,6 +174,11 @@ func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer)
 		}
 		res.RoundtripsPerDecision = math.Round(1000*float64(clientCommands(statsBefore, statsAfter))/float64(res.Decisions)) / 1000
 		res.ServerUsPerDecision = math.Round(100*float64(scriptUsec(statsBefore, statsAfter))/float64(res.Decisions)) / 100
+		cpuAfter, err := b.cpuUsec()
+		if err != nil {
+			return res, err
+		}
+		res.ServerCPUUsPerDecision = math.Round(100*float64(cpuAfter-cpuBefore)/float64(res.Decisions)) / 100
 	}
 	if res.BytesPerKey, err = b.bytesPerKey(p, prefix+"size:"); err != nil {
 		return res, err

@@ -68,9 +68,14 @@ type result struct {
 	// ServerUsPerDecision is the server's time in the scripts per decision
 	// (INFO commandstats, summed over a cluster's masters); 0 for memory.
 	ServerUsPerDecision float64 `json:"server_us_per_decision"`
-	BytesPerKey         int64   `json:"bytes_per_key"`
-	Decisions           int64   `json:"decisions"`
-	Allowed             int64   `json:"allowed"`
+	// ServerCPUUsPerDecision is the masters' CPU time per decision (INFO
+	// cpu): the scripts' time and the I/O and replication around them, what
+	// decides how many decisions a core sustains (docs/scaling.md); 0 for
+	// memory.
+	ServerCPUUsPerDecision float64 `json:"server_cpu_us_per_decision"`
+	BytesPerKey            int64   `json:"bytes_per_key"`
+	Decisions              int64   `json:"decisions"`
+	Allowed                int64   `json:"allowed"`
 	// Limit is the policy's limit in this row: -limit, or the one picked
 	// for the backend (see pickLimit).
 	Limit int `json:"limit"`
@@ -246,7 +251,7 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 	for _, alg := range cfg.algorithms {
 		fmt.Fprintf(w, "\n%v per %v, %d goroutines, %d keys, %v per backend\n", alg, cfg.window, cfg.concurrency, cfg.keys, cfg.duration)
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backend\tlimit\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tserver µs/decision\tbytes/key\tdecisions\tdenied\tcorrect\t")
+		fmt.Fprintln(tw, "backend\tlimit\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tserver µs/decision\tserver CPU µs/decision\tbytes/key\tdecisions\tdenied\tcorrect\t")
 		var base float64
 		for _, r := range byAlg[alg] {
 			if r.reference {
@@ -255,7 +260,7 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 					ratio = fmt.Sprintf("(backend at %.0f%% of the median of %d runs, %s to %s)", 100*base/r.OpsPerSec, len(r.OpsPerSecRuns),
 						thousands(slices.Min(r.OpsPerSecRuns)), thousands(slices.Max(r.OpsPerSecRuns)))
 				}
-				fmt.Fprintf(tw, "%s\t\t%s\t\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
+				fmt.Fprintf(tw, "%s\t\t%s\t\t\t\t\t\t\t\t\t\t\t\t%s\t\n", r.Backend, thousands(r.OpsPerSec), ratio)
 				continue
 			}
 			if !strings.HasSuffix(r.Backend, "+nearcache") && !strings.Contains(r.Backend, "+ack") { // the reference measures the store itself
@@ -268,12 +273,12 @@ func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result
 			case r.Errors > 0:
 				correct += fmt.Sprintf(", %d writes not acknowledged within the budget", r.Errors)
 			}
-			server := "-"
+			server, cpu := "-", "-"
 			if r.ServerUsPerDecision > 0 {
-				server = fmt.Sprintf("%.1f", r.ServerUsPerDecision)
+				server, cpu = fmt.Sprintf("%.1f", r.ServerUsPerDecision), fmt.Sprintf("%.1f", r.ServerCPUUsPerDecision)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%.1f%%\t%s\t\n", r.Backend, r.Limit, thousands(r.OpsPerSec),
-				micros(r.P50us), micros(r.P99us), micros(r.P999us), micros(r.MaxUs), r.AllocsPerOp, r.RoundtripsPerDecision, server, thousands(float64(r.BytesPerKey)),
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%v\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t\n", r.Backend, r.Limit, thousands(r.OpsPerSec),
+				micros(r.P50us), micros(r.P99us), micros(r.P999us), micros(r.MaxUs), r.AllocsPerOp, r.RoundtripsPerDecision, server, cpu, thousands(float64(r.BytesPerKey)),
 				thousands(float64(r.Decisions)), 100*r.DeniedShare, correct)
 		}
 		tw.Flush()

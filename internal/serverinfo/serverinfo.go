@@ -59,3 +59,25 @@ func CommandStats(ctx context.Context, c *goredis.Client) (map[string]Stat, erro
 	}
 	return stats, nil
 }
+
+// CPU reads INFO cpu: the server process's CPU time (user and system) since
+// it started, in µs.
+func CPU(ctx context.Context, c *goredis.Client) (int64, error) {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO cpu: %w", err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_sys" && name != "used_cpu_user") {
+			continue
+		}
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu: %q: %w", line, err)
+		}
+		total += s
+	}
+	return int64(total * 1e6), nil
+}
