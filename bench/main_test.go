@@ -140,7 +140,7 @@ func TestShortRunOnAServer(t *testing.T) {
 			t.Logf("%d decisions, %v round trips each, %d B per key", r.Decisions, trips, r.BytesPerKey)
 			require.InDelta(t, 1, trips, 0.05, "one command per decision, counted by the server (%d decisions)", r.Decisions)
 			require.Positive(t, r.ServerUsPerDecision, "the server's time in the scripts, per decision")
-			require.GreaterOrEqual(t, r.ServerCPUUsPerDecision, 0.0, "the masters' CPU per decision (INFO cpu is coarse: 0 on a short run)")
+			require.Positive(t, r.ServerCPUUsPerDecision, "the masters' CPU per decision")
 			t.Logf("server time per decision: %.1fµs", r.ServerUsPerDecision)
 			require.Greater(t, r.BytesPerKey, int64(100), "MEMORY USAGE of a key holding 10 entries")
 			require.Less(t, r.BytesPerKey, int64(1500))
