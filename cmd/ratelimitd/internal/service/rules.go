@@ -15,7 +15,7 @@ import (
 // first use: a reload builds a new set, and requests in flight keep theirs.
 type ruleSet struct {
 	cfg      *config.Config
-	store    *Service
+	svc      *Service
 	limiters sync.Map // *config.Rule → *ratelimit.Limiter
 	// overrides are the rules of requests' own limits, by limit and unit;
 	// bounded, since clients choose them.
@@ -44,7 +44,7 @@ func (s *Service) newRuleSet(cfg *config.Config) (*ruleSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ruleSet{cfg: cfg, store: s, overrides: o}, nil
+	return &ruleSet{cfg: cfg, svc: s, overrides: o}, nil
 }
 
 // limiter is rule's Limiter. Every rule's Limiter shares the service's prefix:
@@ -63,8 +63,8 @@ func (rs *ruleSet) limiter(rule *config.Rule) (*ratelimit.Limiter, error) {
 }
 
 func (rs *ruleSet) newLimiter(rule *config.Rule) (*ratelimit.Limiter, error) {
-	opts := append([]ratelimit.Option{ratelimit.WithName(rule.FullKey), ratelimit.WithPrefix(rs.store.prefix)}, rs.store.opts...)
-	l, err := ratelimit.New(rs.store.store, rule.Policy, opts...)
+	opts := append([]ratelimit.Option{ratelimit.WithName(rule.FullKey), ratelimit.WithPrefix(rs.svc.prefix)}, rs.svc.opts...)
+	l, err := ratelimit.New(rs.svc.store, rule.Policy, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("rule %s: %w", rule.FullKey, err)
 	}
