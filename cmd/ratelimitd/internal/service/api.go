@@ -85,14 +85,14 @@ func (s *Service) Allow(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	code := http.StatusServiceUnavailable
 	switch {
 	case errors.Is(err, ErrBadRequest):
-		code = http.StatusBadRequest
+		http.Error(w, err.Error(), http.StatusBadRequest)
 	case errors.Is(err, ErrUnknownDomain):
-		code = http.StatusNotFound
+		http.Error(w, err.Error(), http.StatusNotFound)
+	default: // the store's error may name internal addresses: not for clients
+		http.Error(w, "rate limit: the store cannot answer", http.StatusServiceUnavailable)
 	}
-	http.Error(w, err.Error(), code)
 }
 
 func (in AllowRequest) request() (Request, error) {
