@@ -182,10 +182,15 @@ func TestSIGTERMDrainsAndExitsCleanly(t *testing.T) {
 func TestTheGuardDecidesWhileTheServerIsDown(t *testing.T) {
 	srv := testserver.Own(t, testserver.Redis)
 	cfg := writeConfig(t, filepath.Join(t.TempDir(), "g.yaml"), "domain: g\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 4}\n")
-	guarded := start(t, "-config", cfg, "-store", "redis://"+srv.Addr+"?max_retries=-1&dial_timeout=50ms", "-instances", "2")
-	bare := start(t, "-config", cfg, "-store", "redis://"+srv.Addr+"?max_retries=-1&dial_timeout=50ms", "-no-guard")
-	_, err := guarded.ask(context.Background(), "g", []string{"k", "v"})
+	// A budget far above a loaded machine's stalls: the first request must
+	// reach Redis (a timeout would have the guard decide it locally), and
+	// once Redis is killed every call fails at once (connection refused).
+	store := "redis://" + srv.Addr + "?max_retries=-1&dial_timeout=50ms"
+	guarded := start(t, "-config", cfg, "-store", store, "-instances", "2", "-timeout", "10s")
+	bare := start(t, "-config", cfg, "-store", store, "-no-guard", "-timeout", "10s")
+	res, err := guarded.ask(context.Background(), "g", []string{"k", "v"})
 	require.NoError(t, err)
+	require.Equal(t, rlsv3.RateLimitResponse_OK, res.OverallCode)
 	require.NoError(t, srv.Kill())
 
 	admitted := 0
