@@ -223,11 +223,7 @@ func (b *target) cpuUsec() (int64, error) {
 
 // scriptUsec is the server's time in the scripts between two readings, µs.
 func scriptUsec(before, after map[string]serverinfo.Stat) int64 {
-	var n int64
-	for _, cmd := range []string{"evalsha", "eval"} {
-		n += after[cmd].Usec - before[cmd].Usec
-	}
-	return n
+	return serverinfo.Scripts(after).Usec - serverinfo.Scripts(before).Usec
 }
 
 // clientCommands is how many commands clients sent for decisions between

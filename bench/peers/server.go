@@ -36,18 +36,15 @@ func (s *serverClock) usec(ctx context.Context, decisions float64) (float64, err
 	if err != nil {
 		return 0, err
 	}
-	var scripts, scriptCalls, all int64
+	scripts := serverinfo.Scripts(stats)
+	if float64(scripts.Calls) >= decisions/2 {
+		return float64(scripts.Usec) / decisions, nil
+	}
+	var all int64 // every command's time, the scripts' included
 	for cmd, st := range stats {
-		switch {
-		case cmd == "evalsha" || cmd == "eval":
-			scripts += st.Usec
-			scriptCalls += st.Calls
-		case !meta[cmd]:
+		if !meta[cmd] {
 			all += st.Usec
 		}
 	}
-	if float64(scriptCalls) >= decisions/2 {
-		return float64(scripts) / decisions, nil
-	}
-	return float64(all+scripts) / decisions, nil
+	return float64(all) / decisions, nil
 }

@@ -81,3 +81,14 @@ func CPU(ctx context.Context, c *goredis.Client) (int64, error) {
 	}
 	return int64(total * 1e6), nil
 }
+
+// Scripts is what stats say of the scripts: EVALSHA's and EVAL's calls and
+// time, which include the commands the scripts call.
+func Scripts(stats map[string]Stat) Stat {
+	var s Stat
+	for _, cmd := range []string{"evalsha", "eval"} {
+		s.Calls += stats[cmd].Calls
+		s.Usec += stats[cmd].Usec
+	}
+	return s
+}
