@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -38,6 +39,8 @@ type target struct {
 	// acked is a store on the same client whose writes wait for n
 	// replicas' acknowledgement (WithReplicaAck); nil for memory.
 	acked func(n int) backend.Store
+	// layout is the key layout the network stores write (-layout).
+	layout int
 }
 
 // ackTimeout is how long the -replicas runs wait for the replicas.
@@ -60,7 +63,7 @@ const valkeyFlushDelay = 50 * time.Microsecond
 // "redis-cluster", "valkey-cluster") on addr: one server's address, or the
 // comma-separated addresses of a cluster's nodes (which makes "redis" and
 // "valkey" cluster backends too); with no addr, on servers of its own.
-func openBackend(name, addr string, srvs *servers) (*target, error) {
+func openBackend(name, addr string, layout int, srvs *servers) (*target, error) {
 	if name == "memory" {
 		st, err := memory.New()
 		if err != nil {
@@ -88,7 +91,7 @@ func openBackend(name, addr string, srvs *servers) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &target{name: name, addr: addrs[0], cluster: cluster}
+	b := &target{name: name, addr: addrs[0], cluster: cluster, layout: layout}
 	closers := []func(){}
 	b.close = func() {
 		for _, c := range closers {
@@ -118,20 +121,26 @@ func openBackend(name, addr string, srvs *servers) (*target, error) {
 	case client == "redis" && cluster:
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true,
 			MinRetryBackoff: -1, MaxRetryBackoff: -1})
-		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
-		b.acked = func(n int) backend.Store { return redis.New(c, redis.WithReplicaAck(n, ackTimeout)) }
+		b.store, closers = redis.New(c, redis.WithLayout(layout)), append(closers, func() { _ = c.Close() })
+		b.acked = func(n int) backend.Store {
+			return redis.New(c, redis.WithLayout(layout), redis.WithReplicaAck(n, ackTimeout))
+		}
 	case client == "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
-		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
-		b.acked = func(n int) backend.Store { return redis.New(c, redis.WithReplicaAck(n, ackTimeout)) }
+		b.store, closers = redis.New(c, redis.WithLayout(layout)), append(closers, func() { _ = c.Close() })
+		b.acked = func(n int) backend.Store {
+			return redis.New(c, redis.WithLayout(layout), redis.WithReplicaAck(n, ackTimeout))
+		}
 	case client == "valkey":
 		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 		if err != nil {
 			b.close()
 			return nil, fmt.Errorf("valkey client for %s: %w", addr, err)
 		}
-		b.store, closers = valkey.New(c), append(closers, c.Close)
-		b.acked = func(n int) backend.Store { return valkey.New(c, valkey.WithReplicaAck(n, ackTimeout)) }
+		b.store, closers = valkey.New(c, valkey.WithLayout(layout)), append(closers, c.Close)
+		b.acked = func(n int) backend.Store {
+			return valkey.New(c, valkey.WithLayout(layout), valkey.WithReplicaAck(n, ackTimeout))
+		}
 	}
 	return b, nil
 }
@@ -180,6 +189,9 @@ var notDecisions = func() map[string]bool {
 	for _, call := range scriptCall.FindAllStringSubmatch(script.Decide, -1) {
 		m[strings.ToLower(call[1])] = true
 	}
+	// A script's DEL moves state between layouts, which the bench's fresh
+	// keys never need; a client's DEL is a Reset: a round trip.
+	delete(m, "del")
 	return m
 }()
 
@@ -284,6 +296,9 @@ func (b *target) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
 	var total int64
 	for _, k := range script.Keys(request(prefix, "one", l.Policy())) {
 		n, err := b.admin.MemoryUsage(ctx, k).Result()
+		if errors.Is(err, goredis.Nil) {
+			continue // the other layout's key
+		}
 		if err != nil {
 			return 0, fmt.Errorf("MEMORY USAGE %s: %w", k, err)
 		}
@@ -323,7 +338,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		}
 	}
 	args := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
-	args = append(args, script.Args(req, script.Take)...)
+	args = append(args, script.Args(req, script.Take, b.layout)...)
 	pipelines := []int{1}
 	if strings.HasPrefix(b.name, "valkey") {
 		pipelines = append(pipelines, 16)

@@ -32,7 +32,7 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 			// The arguments of a decision under 100 per second, formatted once.
 			policy := ratelimit.NewPolicy(alg, 100, time.Second)
 			var args []any
-			for _, a := range script.Args(request("bare:", "0", policy), script.Take) {
+			for _, a := range script.Args(request("bare:", "0", policy), script.Take, script.DefaultLayout) {
 				args = append(args, a)
 			}
 			keys := make([][]string, 1000)

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 type config struct {
@@ -51,6 +52,7 @@ type config struct {
 	nearcache   bool          // also run every backend behind a nearcache
 	replicas    int           // also run every network backend with its writes acknowledged by this many replicas
 	timeout     time.Duration // the Limiters' time budget
+	layout      int           // the key layout the network stores write
 }
 
 // result is one line of the report; its JSON form is the -json output.
@@ -120,6 +122,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&cfg.abusive, "abusive", 0, "the share of requests (0 to 1) that go to one abusive key, denied nearly always")
 	fs.BoolVar(&cfg.nearcache, "nearcache", false, "also run every backend behind a nearcache of denials (rows named backend+nearcache)")
 	fs.IntVar(&cfg.replicas, "replicas", 0, "also run every network backend with its writes acknowledged by this many replicas (WithReplicaAck, rows named backend+ackN): a cluster backend, or -addr of a server with replicas")
+	fs.IntVar(&cfg.layout, "layout", script.DefaultLayout, fmt.Sprintf("the key layout the Redis and Valkey stores write: 1 (their default, the previous release's) or %d (less server time per decision)", script.Layout))
 	fs.StringVar(&cfg.plot, "plot", "", "draw admitted requests per tenth of a window, fixed vs sliding, for a client bursting at a boundary, into this SVG file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -162,6 +165,9 @@ func parseFlags(args []string) (config, error) {
 	case cfg.fault != "" && *backend == "memory":
 		return cfg, errors.New("-fault needs a server: -backend redis, valkey, redis-cluster, valkey-cluster or all")
 	}
+	if !script.ValidLayout(cfg.layout) {
+		return cfg, fmt.Errorf("-layout %d: want 1 or %d", cfg.layout, script.Layout)
+	}
 	if cfg.concurrency < 1 || cfg.keys < 1 || cfg.duration <= 0 {
 		return cfg, errors.New("-concurrency, -keys and -duration must be positive")
 	}
@@ -182,7 +188,7 @@ func run(cfg config, stdout, progress io.Writer) error {
 	defer servers.stopAll()
 	byAlg := map[ratelimit.Algorithm][]result{}
 	for _, name := range cfg.backends {
-		b, err := openBackend(name, cfg.addr, &servers)
+		b, err := openBackend(name, cfg.addr, cfg.layout, &servers)
 		if err != nil {
 			return err
 		}

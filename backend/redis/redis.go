@@ -89,15 +89,16 @@ type Store struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
+	// layout is the key layout the scripts write (WithLayout).
+	layout int
 }
 
 // New returns a Store deciding on client's server. It panics on an option
-// out of its bounds (WithReplicaAck), a mistake of the program.
+// out of its bounds (WithReplicaAck, WithLayout), a mistake of the program.
 func New(client Client, opts ...Option) *Store {
 	s := &Store{
-		client: client,
-		args:   script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
-
+		client:         client,
+		layout:         script.DefaultLayout,
 		honoursContext: contextTimeoutEnabled(client),
 		readTimeout:    readTimeout(client),
 	}
@@ -115,6 +116,10 @@ func New(client Client, opts ...Option) *Store {
 	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
 		panic(fmt.Sprintf("ratelimit/redis: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
 	}
+	if !script.ValidLayout(s.layout) {
+		panic(fmt.Sprintf("ratelimit/redis: WithLayout(%d): want 1 or %d", s.layout, script.Layout))
+	}
+	s.args = script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }, s.layout)
 	return s
 }
 

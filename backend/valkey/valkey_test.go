@@ -37,6 +37,25 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(client(t)) })
 }
 
+// The whole kit on a store whose calls alternate between one writing layout
+// 1 and one writing layout 2 (see the Redis backend's test of the same name).
+func TestConformanceWritingBothLayouts(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) backend.Store {
+		c := client(t)
+		return storetest.Alternating(valkey.New(c, valkey.WithLayout(1)), valkey.New(c, valkey.WithLayout(valkey.Layout)))
+	})
+}
+
+func TestConformanceWritingLayout2(t *testing.T) {
+	conformance.RunStore(t, func(t *testing.T) backend.Store { return valkey.New(client(t), valkey.WithLayout(2)) })
+}
+
+func TestWithLayoutOutOfBoundsPanics(t *testing.T) {
+	for _, n := range []int{0, -1, 3} {
+		require.Panics(t, func() { valkey.New(client(t), valkey.WithLayout(n)) }, "WithLayout(%d)", n)
+	}
+}
+
 // On a real cluster, valkey-go panics on a command whose keys are in two
 // slots: WithPrefix("x{}:") once split a sliding key's two server keys over
 // two slots, and Allow panicked in the caller's goroutine. Prefixes are
@@ -102,7 +121,7 @@ func limiter(t *testing.T, s backend.Store, p ratelimit.Policy) *ratelimit.Limit
 }
 
 // Both backends share scripts, key names and the server clock: requests
-// through either count against one limit.
+// through either count against one limit, whichever layout each writes.
 func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	srv := testserver.Get(t, testserver.Valkey)
 	rc := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
@@ -110,7 +129,8 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 4, time.Hour) // no fixed window ends mid-test
-		viaValkey, viaRedis := limiter(t, valkey.New(client(t)), p), limiter(t, redis.New(rc), p)
+		// and each writes another layout: the state moves between them
+		viaValkey, viaRedis := limiter(t, valkey.New(client(t), valkey.WithLayout(2)), p), limiter(t, redis.New(rc), p)
 		for i := 1; i <= 4; i++ {
 			l := viaValkey
 			if i%2 == 0 {

@@ -1,6 +1,19 @@
 -- Sliding window counter.
--- key  a string "start:prev:cur": the stored window's start (µs), the
---      previous window's count and the current one's
+-- k2  layout 2: a string, the doubles start of the stored window (µs), the
+--     previous window's count and the current one's
+-- k1  layout 1: a string "start:prev:cur"
+local function counter1_read(k1)
+  local v = redis.call('GET', k1)
+  if v then
+    local s, p, c = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+    return tonumber(s), tonumber(p), tonumber(c)
+  end
+end
+
+local function counter1_write(k1, ms, start, prev, cur)
+  redis.call('SET', k1, string.format('%.0f:%.0f:%.0f', start, prev, cur), 'PX', ms)
+end
+
 local function covered(e, window) return ceildiv((window - e) * 1000, window) end
 local function weighted(p, k) return ceildiv(p * k, 1000) end
 local function fits_after(p, m, window) -- the first e at which weighted(p, covered(e)) <= m
@@ -10,13 +23,8 @@ local function fits_after(p, m, window) -- the first e at which weighted(p, cove
   return window - math.floor(a * window / 1000)
 end
 
-local function counter(key, now, limit, window, cost, op, retain, slack)
-  local v = redis.call('GET', key)
-  local start, prev, cur
-  if v then
-    local s, p, c = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
-    start, prev, cur = tonumber(s), tonumber(p), tonumber(c)
-  end
+local function counter(k2, k1, l2, now, limit, window, cost, op, retain, slack)
+  local moved, start, prev, cur = load(k2, k1, l2, '<ddd', counter1_read)
   local future = false
   if not start then
     start, prev, cur = aligned(now, window), 0, 0
@@ -51,8 +59,7 @@ local function counter(key, now, limit, window, cost, op, retain, slack)
     cur, count, write = cur + cost, count + cost, true
   end
   if write then
-    redis.call('SET', key, string.format('%.0f:%.0f:%.0f', start, prev, cur),
-      'PX', ttl(start + 2 * window - now, retain, slack))
+    save(k2, k1, l2, moved, ttl(start + 2 * window - now, retain, slack), '<ddd', counter1_write, start, prev, cur)
   end
   local reset_at = now
   local wp = weighted(prev, covered(now - start, window))

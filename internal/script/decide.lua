@@ -1,21 +1,23 @@
 -- One atomic step deciding one request, or several together (all admitted
 -- and recorded, or none recorded).
--- KEYS  per request, its keys: the log and its meta hash for 'sw', the
---       state for the others (see keys.go; one hash tag for all on a cluster)
--- ARGV  slack (ms), then 8 per request: algorithm ('sw' | 'fw' | 'swc' |
---       'gcra'), op ('take' | 'peek' | 'refund'), now (µs, or '' for the
---       server's TIME), cost, retention (ms), then the policy: limit and
---       window (µs), or for 'gcra' burst, unit and drain (algorithm.Rate)
+-- KEYS  per request, two keys: the log and its meta hash for 'sw', the
+--       state's key in layout 2 then in layout 1 for the others (see
+--       keys.go; one hash tag for all on a cluster)
+-- ARGV  slack (ms), the layout to write ('1' | '2'), then 8 per request:
+--       algorithm ('sw' | 'fw' | 'swc' | 'gcra'), op ('take' | 'peek' |
+--       'refund'), now (µs, or '' for the server's TIME), cost, retention
+--       (ms), then the policy: limit and window (µs), or for 'gcra' burst,
+--       unit and drain (algorithm.Rate)
 -- Returns 5 integers per request: allowed (0 | 1; 2 for a refused refund),
 --       count, reset_at (µs), retry_after (µs), now (µs)
 -- (algorithms.lua comes first.)
-local slack = tonumber(ARGV[1])
+local slack, l2 = tonumber(ARGV[1]), ARGV[2] == '2'
 
 local server_now -- read once: every request of one step is decided at one time
 
 -- decide decides the request whose arguments start at ARGV[a] and whose keys
--- start at KEYS[k], with op. It returns allowed, count, reset_at,
--- retry_after, now and the index of the next request's keys.
+-- are KEYS[k] and KEYS[k + 1], with op. It returns allowed, count, reset_at,
+-- retry_after and now.
 local function decide(a, k, op)
   local alg, now, cost, retain = ARGV[a], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local p1, p2, p3 = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
@@ -31,28 +33,27 @@ local function decide(a, k, op)
   local allowed, count, reset_at, retry
   if alg == 'sw' then
     allowed, count, reset_at, retry = sliding(KEYS[k], KEYS[k + 1], now, p1, p2, cost, op, retain, slack, own_clock)
-    return allowed, count, reset_at, retry, now, k + 2
   elseif alg == 'fw' then
-    allowed, count, reset_at, retry = fixed(KEYS[k], now, p1, p2, cost, op, retain, slack)
+    allowed, count, reset_at, retry = fixed(KEYS[k], KEYS[k + 1], l2, now, p1, p2, cost, op, retain, slack)
   elseif alg == 'swc' then
-    allowed, count, reset_at, retry = counter(KEYS[k], now, p1, p2, cost, op, retain, slack)
+    allowed, count, reset_at, retry = counter(KEYS[k], KEYS[k + 1], l2, now, p1, p2, cost, op, retain, slack)
   else
-    allowed, count, reset_at, retry = gcra(KEYS[k], now, p1, p2, p3, cost, op, retain, slack)
+    allowed, count, reset_at, retry = gcra(KEYS[k], KEYS[k + 1], l2, now, p1, p2, p3, cost, op, retain, slack)
   end
-  return allowed, count, reset_at, retry, now, k + 1
+  return allowed, count, reset_at, retry, now
 end
 
-if #ARGV == 9 then -- one request: the common case
-  local allowed, count, reset_at, retry, now = decide(2, 1, ARGV[3])
+if #ARGV == 10 then -- one request: the common case
+  local allowed, count, reset_at, retry, now = decide(3, 1, ARGV[4])
   return {allowed, count, reset_at, retry, now}
 end
 
 -- Several (TakeAll): peek at all; take all only if all would be admitted.
 local function all(op)
   local out, k, every = {}, 1, true
-  for a = 2, #ARGV, 8 do
-    local allowed, count, reset_at, retry, now
-    allowed, count, reset_at, retry, now, k = decide(a, k, op)
+  for a = 3, #ARGV, 8 do
+    local allowed, count, reset_at, retry, now = decide(a, k, op)
+    k = k + 2
     local n = #out
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, count, reset_at, retry, now
     every = every and allowed == 1

@@ -1,9 +1,20 @@
 -- Fixed window.
--- key  a hash: s = start of the stored window (µs), c = its count
-local function fixed(key, now, limit, window, cost, op, retain, slack)
+-- k2  layout 2: a string, the doubles start of the stored window (µs), count
+-- k1  layout 1: a hash, s = start, c = count
+local function fixed1_read(k1)
+  local state = redis.call('HMGET', k1, 's', 'c')
+  local start = tonumber(state[1])
+  if start then return start, tonumber(state[2]) or 0 end
+end
+
+local function fixed1_write(k1, ms, start, count)
+  redis.call('HSET', k1, 's', start, 'c', count)
+  redis.call('PEXPIRE', k1, ms)
+end
+
+local function fixed(k2, k1, l2, now, limit, window, cost, op, retain, slack)
   local ws = aligned(now, window)
-  local state = redis.call('HMGET', key, 's', 'c')
-  local start, count = tonumber(state[1]), tonumber(state[2]) or 0
+  local moved, start, count = load(k2, k1, l2, '<dd', fixed1_read)
   local future = false
   if not start or ws > start then
     start, count = ws, 0 -- a later window
@@ -25,9 +36,7 @@ local function fixed(key, now, limit, window, cost, op, retain, slack)
     count, write = count + cost, true
   end
   if write then
-    redis.call('HSET', key, 's', start, 'c', count)
-    redis.call('PEXPIRE', key, ttl(reset_at - now, retain, slack))
+    save(k2, k1, l2, moved, ttl(reset_at - now, retain, slack), '<dd', fixed1_write, start, count)
   end
   return allowed and 1 or 0, count, reset_at, retry
 end
-

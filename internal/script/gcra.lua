@@ -1,14 +1,25 @@
 -- GCRA.
--- key  a string "at:level:unit:drain": the bucket's level at time at, in
---      the units of the rate it was written under (a request weighs unit, a
---      µs drains drain)
-local function gcra(key, now, burst, unit, drain, cost, op, retain, slack)
-  local v = redis.call('GET', key)
-  local level, future = 0, false
+-- k2  layout 2: a string, the doubles at, level, unit, drain: the bucket's
+--     level at time at, in the units of the rate it was written under (a
+--     request weighs unit, a µs drains drain)
+-- k1  layout 1: a string "at:level:unit:drain"
+local function gcra1_read(k1)
+  local v = redis.call('GET', k1)
   if v then
     local a, l, u, d = string.match(v, '^(%-?%d+):(%d+):(%d+):(%d+)$')
-    local at
-    at, level, u, d = tonumber(a), tonumber(l), tonumber(u), tonumber(d)
+    return tonumber(a), tonumber(l), tonumber(u), tonumber(d)
+  end
+end
+
+local function gcra1_write(k1, ms, at, level, unit, drain)
+  redis.call('SET', k1, string.format('%.0f:%.0f:%.0f:%.0f', at, level, unit, drain), 'PX', ms)
+end
+
+local function gcra(k2, k1, l2, now, burst, unit, drain, cost, op, retain, slack)
+  local moved, at, l, u, d = load(k2, k1, l2, '<dddd', gcra1_read)
+  local level, future = 0, false
+  if at then
+    level = l
     if level > 0 then
       if u ~= unit or d ~= drain then -- another rate: as many requests, at most a burst
         level = math.min(ceildiv(level, u), burst) * unit
@@ -37,8 +48,7 @@ local function gcra(key, now, burst, unit, drain, cost, op, retain, slack)
     level, write = level + cost * unit, true
   end
   if write then
-    redis.call('SET', key, string.format('%.0f:%.0f:%.0f:%.0f', now, level, unit, drain),
-      'PX', ttl(ceildiv(level, drain), retain, slack))
+    save(k2, k1, l2, moved, ttl(ceildiv(level, drain), retain, slack), '<dddd', gcra1_write, now, level, unit, drain)
   end
   local count = ceildiv(level, unit)
   local reset_at = now

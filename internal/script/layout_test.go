@@ -24,10 +24,10 @@ import (
 func TestMain(m *testing.M) { testserver.Main(m) }
 
 // previous is the script of the previous release, byte for byte
-// (testdata/previous.lua: its algorithms.lua and decide.lua, from git).
-// During a rolling upgrade its instances decide the same keys as this
-// release's; the state layout (keys.go, and each algorithm's file) must
-// let both read what the other wrote.
+// (testdata/previous.lua: its algorithms.lua and decide.lua, from git), of
+// layout 1. During a rolling upgrade its instances decide the same keys as
+// this release's; the state layout (keys.go, and each algorithm's file)
+// must let both read what the other wrote.
 func previous(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/previous.lua")
@@ -47,19 +47,50 @@ var layoutPolicies = []struct {
 	{backend.GCRA, 1, 5},
 }
 
+// decider decides a Take: through a store, or through a script.
+type decider func(ctx context.Context, req backend.Request) (backend.Outcome, error)
+
+// store decides through this release's Redis store writing layout.
+func store(client *goredis.Client, layout int) decider {
+	return redis.New(client, redis.WithLayout(layout)).Take
+}
+
+// old decides through the script text (the previous release's), on the keys
+// oldKeys gives, with its arguments: this release's writing layout 1, less
+// the layout.
+func old(t *testing.T, client *goredis.Client, text string, oldKeys func(backend.Request) []string) decider {
+	sha, err := client.ScriptLoad(context.Background(), text).Result()
+	require.NoError(t, err)
+	return func(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+		args := script.Args(req, script.Take, 1)
+		args = append(args[:1], args[2:]...) // it took the slack, then the request's
+		reply, err := client.EvalSha(ctx, sha, oldKeys(req), toAny(args)...).Int64Slice()
+		if err != nil {
+			return backend.Outcome{}, err
+		}
+		return script.Outcome(reply)
+	}
+}
+
+// layout1Keys are the keys of req's state in layout 1: the previous
+// release's.
+func layout1Keys(req backend.Request) []string {
+	keys := script.Keys(req)
+	if req.Rule.Algorithm() != backend.SlidingWindow {
+		return keys[1:] // the layout 2 key, then the layout 1 key
+	}
+	return keys
+}
+
 // mixed sends, from 16 goroutines, 240 Takes over 4 keys of alg at one
-// instant, each at random through this release's store or through old (the
-// previous release's script, on the keys oldKeys gives), and returns the
-// admissions of each key.
-func mixed(t *testing.T, client *goredis.Client, old string, alg backend.Algorithm, limit, burst int64, oldKeys func(backend.Request) []string) [4]int64 {
+// instant, each at random through a or b, and returns the admissions of
+// each key.
+func mixed(t *testing.T, a, b decider, alg backend.Algorithm, limit, burst int64) [4]int64 {
 	t.Helper()
 	ctx := context.Background()
 	rule, err := backend.NewRule(alg, limit, time.Hour, burst, time.Hour, fmt.Sprintf("layout-%d:", time.Now().UnixNano()))
 	require.NoError(t, err)
-	store := redis.New(client)
 	now := time.Date(2026, 11, 23, 12, 30, 0, 0, time.UTC).UnixMicro() // inside an hour's window: no boundary
-	oldSHA, err := client.ScriptLoad(ctx, old).Result()
-	require.NoError(t, err)
 	var admitted [4]atomic.Int64
 	var failures atomic.Int64
 	var first atomic.Value
@@ -72,17 +103,11 @@ func mixed(t *testing.T, client *goredis.Client, old string, alg backend.Algorit
 			for i := 0; i < 15; i++ {
 				k := rng.IntN(4)
 				req := backend.Request{Rule: rule, Key: fmt.Sprint("k", k), Cost: 1, Now: now}
-				var out backend.Outcome
-				var err error
+				decide := a
 				if rng.IntN(2) == 0 {
-					out, err = store.Take(ctx, req)
-				} else {
-					var reply []int64
-					reply, err = client.EvalSha(ctx, oldSHA, oldKeys(req), toAny(script.Args(req, script.Take))...).Int64Slice()
-					if err == nil {
-						out, err = script.Outcome(reply)
-					}
+					decide = b
 				}
+				out, err := decide(ctx, req)
 				if err != nil {
 					failures.Add(1)
 					first.CompareAndSwap(nil, err.Error())
@@ -118,30 +143,61 @@ func client(t *testing.T) *goredis.Client {
 	return c
 }
 
+// exact asserts that every key admitted its limit, no more, no less.
+func exact(t *testing.T, got [4]int64, limit, burst int64) {
+	t.Helper()
+	for k, n := range got {
+		assert.Equal(t, max(limit, burst), n, "key %d: admitted by both together", k)
+	}
+}
+
+// over says whether some key admitted more than its limit.
+func over(got [4]int64, limit, burst int64) bool {
+	for _, n := range got {
+		if n > max(limit, burst) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestThePreviousReleaseAndThisOneShareEveryKey: during a rolling upgrade,
-// the previous release's script and this release's store, alternating on
-// the same keys under concurrency, admit exactly the limit of each key.
+// the previous release's script and this release's store writing its
+// default layout, alternating on the same keys under concurrency, admit
+// exactly the limit of each key.
 func TestThePreviousReleaseAndThisOneShareEveryKey(t *testing.T) {
-	c, old := client(t), previous(t)
+	c := client(t)
+	prev := old(t, c, previous(t), layout1Keys)
 	for _, p := range layoutPolicies {
 		t.Run(p.alg.String(), func(t *testing.T) {
-			got := mixed(t, c, old, p.alg, p.limit, p.burst, script.Keys)
-			for k, n := range got {
-				assert.Equal(t, max(p.limit, p.burst), n, "key %d: admitted by both releases together", k)
-			}
+			exact(t, mixed(t, prev, store(c, script.DefaultLayout), p.alg, p.limit, p.burst), p.limit, p.burst)
+		})
+	}
+}
+
+// TestInstancesWritingEitherLayoutShareEveryKey: while a deployment of this
+// release moves from writing layout 1 to writing layout 2, instances of
+// both kinds, alternating on the same keys under concurrency, admit exactly
+// the limit of each key.
+func TestInstancesWritingEitherLayoutShareEveryKey(t *testing.T) {
+	c := client(t)
+	for _, p := range layoutPolicies {
+		t.Run(p.alg.String(), func(t *testing.T) {
+			exact(t, mixed(t, store(c, 1), store(c, 2), p.alg, p.limit, p.burst), p.limit, p.burst)
 		})
 	}
 }
 
 // TestAnIncompatibleLayoutIsCaught: the mixed-version test above fails for
-// a release whose keys are not the previous release's (the old script here
-// writes under renamed keys, as a layout that "keeps its keys apart"
-// would): each release counts alone, and a key admits up to twice its
-// limit. Keeping keys apart is no safe upgrade.
+// a layout the previous release does not read: this release writing layout
+// 2 beside it (which is why layout 1 is the default, and layout 2 waits
+// until no instance of the previous release runs), and the previous release
+// writing under renamed keys, as a layout that "keeps its keys apart"
+// would. Each counts alone, and a key admits up to twice its limit.
 func TestAnIncompatibleLayoutIsCaught(t *testing.T) {
-	c, old := client(t), previous(t)
+	c, text := client(t), previous(t)
 	renamed := func(req backend.Request) []string {
-		keys := script.Keys(req)
+		keys := layout1Keys(req)
 		for i := range keys {
 			keys[i] += ":v0"
 		}
@@ -149,20 +205,21 @@ func TestAnIncompatibleLayoutIsCaught(t *testing.T) {
 	}
 	for _, p := range layoutPolicies {
 		t.Run(p.alg.String(), func(t *testing.T) {
-			got := mixed(t, c, old, p.alg, p.limit, p.burst, renamed)
-			over := false
-			for _, n := range got {
-				over = over || n > max(p.limit, p.burst)
+			got := mixed(t, old(t, c, text, renamed), store(c, script.DefaultLayout), p.alg, p.limit, p.burst)
+			assert.True(t, over(got, p.limit, p.burst), "some key admitted over its limit: %v", got)
+			if p.alg == backend.SlidingWindow {
+				return // layout 2 keeps the log as layout 1 did
 			}
-			assert.True(t, over, "some key admitted over its limit: %v", got)
+			got = mixed(t, old(t, c, text, layout1Keys), store(c, 2), p.alg, p.limit, p.burst)
+			assert.True(t, over(got, p.limit, p.burst), "writing layout 2 beside the previous release: %v", got)
 		})
 	}
 	// The same keys, a state read differently: the fixed window's count
 	// under another field.
-	other := strings.ReplaceAll(old, "'c'", "'n'")
-	require.Equal(t, 2, strings.Count(old, "'c'"), "the fixed window's HMGET and HSET of its count")
-	got := mixed(t, c, other, backend.FixedWindow, 5, 0, script.Keys)
-	assert.Greater(t, max(got[0], got[1], got[2], got[3]), int64(5), "some key admitted over its limit: %v", got)
+	other := strings.ReplaceAll(text, "'c'", "'n'")
+	require.Equal(t, 2, strings.Count(text, "'c'"), "the fixed window's HMGET and HSET of its count")
+	got := mixed(t, old(t, c, other, layout1Keys), store(c, script.DefaultLayout), backend.FixedWindow, 5, 0)
+	assert.True(t, over(got, 5, 0), "some key admitted over its limit: %v", got)
 }
 
 // The scripts say which layout they keep, as keys.go's Layout does.

@@ -90,9 +90,9 @@ const TTLSlack = 1000 // ms
 // argsPerRequest is the number of arguments of each request (decide.lua).
 const argsPerRequest = 8
 
-// MaxArgs is the most arguments For returns: the TTL slack, then a
-// request's.
-const MaxArgs = 1 + argsPerRequest
+// MaxArgs is the most arguments For returns: the TTL slack and the layout to
+// write, then a request's.
+const MaxArgs = 2 + argsPerRequest
 
 // Op is what the script does with a request.
 type Op uint8
@@ -107,14 +107,14 @@ const (
 )
 
 // Args are the script's arguments for one request, as strings (see
-// decide.lua).
-func Args(req backend.Request, op Op) []string {
-	return NewStringArgs().For(req, op)
+// decide.lua), writing layout.
+func Args(req backend.Request, op Op, layout int) []string {
+	return NewStringArgs(layout).For(req, op)
 }
 
-// NewStringArgs is an ArgCache of the arguments as strings.
-func NewStringArgs() *ArgCache[string] {
-	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, func(s string) string { return s })
+// NewStringArgs is an ArgCache of the arguments as strings, writing layout.
+func NewStringArgs(layout int) *ArgCache[string] {
+	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, func(s string) string { return s }, layout)
 }
 
 // ArgCache builds the script's arguments in a client's own type (string for
@@ -126,6 +126,7 @@ type ArgCache[T any] struct {
 	str         func(string) T
 	serverClock T // the "now" that asks for the server's TIME
 	slack       T
+	layout      T // the layout to write
 	ops         [3]T
 }
 
@@ -137,26 +138,30 @@ type ruleArgs[T any] struct {
 }
 
 // NewArgs returns an ArgCache formatting numbers with format and strings
-// with str.
-func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
-	return &ArgCache[T]{format: format, str: str, serverClock: str(""), slack: format(TTLSlack),
+// with str, asking the scripts to write layout (ValidLayout; else
+// DefaultLayout).
+func NewArgs[T any](format func(int64) T, str func(string) T, layout int) *ArgCache[T] {
+	if !ValidLayout(layout) {
+		layout = DefaultLayout
+	}
+	return &ArgCache[T]{format: format, str: str, serverClock: str(""), slack: format(TTLSlack), layout: str(strconv.Itoa(layout)),
 		ops: [3]T{Take: str("take"), Peek: str("peek"), Refund: str("refund")}}
 }
 
 // For returns the arguments of one request.
 func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
-	return c.appendArgs(append(make([]T, 0, 1+argsPerRequest), c.slack), req, op)
+	return c.appendArgs(append(make([]T, 0, MaxArgs), c.slack, c.layout), req, op)
 }
 
 // AppendFor appends the arguments of one request to args, as For returns
 // them.
 func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
-	return c.appendArgs(append(args, c.slack), req, op)
+	return c.appendArgs(append(args, c.slack, c.layout), req, op)
 }
 
 // ForAll returns the arguments of several requests taken together.
 func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T {
-	args := append(make([]T, 0, 1+argsPerRequest*len(reqs)), c.slack)
+	args := append(make([]T, 0, 2+argsPerRequest*len(reqs)), c.slack, c.layout)
 	for _, req := range reqs {
 		args = c.appendArgs(args, req, Take)
 	}
@@ -164,8 +169,8 @@ func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T {
 }
 
 // algorithmArgs are the names of the algorithms in the script.
-var algorithmArgs = [...]string{backend.SlidingWindow: slidingSuffix, backend.FixedWindow: fixedSuffix,
-	backend.SlidingWindowCounter: counterSuffix, backend.GCRA: gcraSuffix}
+var algorithmArgs = [...]string{backend.SlidingWindow: "sw", backend.FixedWindow: "fw",
+	backend.SlidingWindowCounter: "swc", backend.GCRA: "gcra"}
 
 func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op) []T {
 	ra := c.ruleArgs(req.Rule)

@@ -154,7 +154,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		op := script.Op(rng.IntN(3))
 		require.NoError(t, req.Validate(), "the fuzz makes only requests a store accepts")
 		keys := script.Keys(req)
-		args := script.Args(req, op)
+		args := script.Args(req, op, 1+rng.IntN(2)) // either layout: state moves between them
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lua := script.For(req.Rule.Algorithm()) // a request's own script, and 1 in 4 the one of TakeAll
 		if rng.IntN(4) == 0 {
