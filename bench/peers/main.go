@@ -5,6 +5,7 @@
 //	go run ./bench/peers                     # in-process stores: ratelimit's memory store, sethvargo/go-limiter, x/time/rate, ulule/limiter
 //	go run ./bench/peers -backend all        # also Redis: ratelimit's go-redis and valkey-go backends, go-redis/redis_rate, ulule/limiter (starts a throwaway server)
 //	go run ./bench/peers -backend network -addr 127.0.0.1:6379 -json
+//	go run ./bench/peers -scripts -rounds 10    # the scripts' own server time, beside redis_rate's (see scripts.go)
 //
 // Every contender is opened fresh for each run, warmed on every key, then
 // driven from 1 or 64 goroutines over the same 1,000 keys for -duration.
@@ -92,7 +93,8 @@ type config struct {
 	keys       int
 	goroutines int
 	json       bool
-	layout     int // the key layout this library's network stores write
+	layout     int  // the key layout this library's network stores write
+	scripts    bool // measure the scripts' own time instead (scripts.go)
 }
 
 func main() {
@@ -105,6 +107,7 @@ func main() {
 	flag.IntVar(&c.goroutines, "goroutines", 64, "goroutines of the parallel scenarios")
 	flag.BoolVar(&c.json, "json", false, "print JSON lines instead of tables")
 	flag.IntVar(&c.layout, "layout", 1, "the key layout this library's Redis and Valkey stores write: 1 (their default) or 2 (less server time)")
+	flag.BoolVar(&c.scripts, "scripts", false, "measure instead what each script itself costs the server per decision (many decisions in one EVAL, beside redis_rate's script), -rounds times, and report the fastest")
 	flag.Parse()
 	if err := run(c, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -113,6 +116,9 @@ func main() {
 }
 
 func run(c config, out, progress io.Writer) error {
+	if c.scripts {
+		c.backend = "network"
+	}
 	if c.backend != "memory" && c.backend != "network" && c.backend != "all" {
 		return fmt.Errorf("-backend %q: want memory, network or all", c.backend)
 	}
@@ -137,6 +143,9 @@ func run(c config, out, progress io.Writer) error {
 			addr = srv.Addr
 			c.addr = addr
 			fmt.Fprintf(progress, "started %s on %s\n", srv.Origin, addr)
+		}
+		if c.scripts {
+			return runScripts(addr, c.rounds, out, progress)
 		}
 		network = networkMakers(addr, 64*runtime.GOMAXPROCS(0), c.layout)
 	}

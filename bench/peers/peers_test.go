@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"strconv"
 	"strings"
@@ -179,4 +180,19 @@ func benchKeys() []string {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	return keys
+}
+
+// -scripts runs every script in the server's loop (each one deciding, on
+// its keys) and reports each beside redis_rate's.
+func TestTheScriptsLoopReportsEveryScript(t *testing.T) {
+	srv := testserver.Get(t, testserver.Redis)
+	text, err := redisRateScript()
+	require.NoError(t, err)
+	require.Contains(t, text, "redis.call(\"TIME\")", "redis_rate's GCRA script, from its source")
+	var out strings.Builder
+	require.NoError(t, runScripts(srv.Addr, 1, &out, io.Discard))
+	for _, l := range loopScripts(text) {
+		require.Contains(t, out.String(), l.name)
+	}
+	require.Contains(t, out.String(), "1.00x", "redis_rate's own row")
 }
