@@ -27,8 +27,9 @@ import (
 //	P{K}:swc      "start:prev:cur"
 //	P{K}:gcra     "at:level:unit:drain"
 //
-// Packed doubles are exact (every number is an integer below 2^53) and cost
-// the server a fraction of formatting and parsing text. The scripts read
+// Packed doubles are exact (every number is an integer below 2^53), and
+// the server packs and unpacks them for less than it formats and parses
+// text (docs/figures.md). The scripts read
 // both layouts and write the one they are told (see Layout): the state of
 // a key lives under one name at a time.
 //
@@ -62,9 +63,9 @@ const Layout = 2
 const DefaultLayout = 1
 
 // ValidLayout says whether a store may write layout n.
-func ValidLayout(n int) bool { return n == 1 || n == 2 }
+func ValidLayout(n int) bool { return n == 1 || n == Layout }
 
-// Suffixes of the state of each algorithm.
+// The sliding log's suffixes, the same in both layouts.
 const (
 	slidingSuffix = "sw"
 	metaSuffix    = ":m"
