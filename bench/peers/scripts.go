@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,15 +23,26 @@ import (
 )
 
 // The scripts' own cost (-scripts): each script's text runs loopRuns times
-// inside one EVAL, on a key of 1,000 per run, so the client, the network
-// and the parsing of a command stay out: the call's time over loopRuns is
-// what the script itself costs the server per decision. The scripts take
+// inside one EVAL, on loopKeys keys in turn, so the client, the network and
+// the parsing of a command stay out: the call's time over loopRuns is what
+// the script itself costs the server per decision. The limit is loopLimit
+// per loopWindow, so that in the call's 50-100 ms every key sees windows
+// pass: requests admitted and denied, state pruned and expired, as a busy
+// server's keys do. The scripts take
 // turns, round after round, and each one's fastest round is reported: a
 // descheduled server only ever adds time, and on a shared machine it adds a
 // lot (2x between rounds here), where the fastest rounds agree.
 
 // loopRuns is the decisions of one round of one script.
 const loopRuns = 5000
+
+// The load of the loop: each key's requests, at loopRuns/loopKeys per call,
+// run at several times the limit.
+const (
+	loopKeys   = 100
+	loopLimit  = 20
+	loopWindow = 10 * time.Millisecond
+)
 
 // loopKey marks, in a key, where the loop puts the run's key.
 const loopKey = "@ID@"
@@ -46,7 +58,7 @@ local patterns, argv = {}, {}
 for i = 1, nk do patterns[i] = ARGV[2 + i] end
 for i = 3 + nk, #ARGV do argv[#argv + 1] = ARGV[i] end
 for i = 1, n do
-  local id, keys = tostring(i %% 1000), {}
+  local id, keys = tostring(i %% %d), {}
   for j = 1, nk do keys[j] = (string.gsub(patterns[j], '@ID@', id)) end
   run(keys, argv)
 end
@@ -62,12 +74,14 @@ type loopScript struct {
 
 // loopScripts are the references (return 1, a minimal fixed window,
 // go-redis/redis_rate's GCRA) and this library's scripts, each algorithm
-// writing either layout, at 20 per second.
+// writing either layout, at loopLimit per loopWindow.
 func loopScripts(rateText string) []loopScript {
+	limit, ms := strconv.Itoa(loopLimit), strconv.FormatInt(loopWindow.Milliseconds(), 10)
 	ls := []loopScript{
 		{name: "a script of return 1", text: "return 1", keys: []string{"floor:" + loopKey}},
-		{name: "a minimal fixed window (INCR, PEXPIRE)", text: minimalFixed, keys: []string{"min:" + loopKey}, args: []string{"1000"}},
-		{name: redisRate, text: rateText, keys: []string{"rr:" + loopKey}, args: []string{"20", "20", "1", "1"}},
+		{name: "a minimal fixed window (INCR, PEXPIRE)", text: minimalFixed, keys: []string{"min:" + loopKey}, args: []string{ms}},
+		// burst, rate, period (s), cost
+		{name: redisRate, text: rateText, keys: []string{"rr:" + loopKey}, args: []string{limit, limit, strconv.FormatFloat(loopWindow.Seconds(), 'f', -1, 64), "1"}},
 	}
 	for _, alg := range ratelimit.Algorithms() {
 		for layout := 1; layout <= script.Layout; layout++ {
@@ -76,9 +90,9 @@ func loopScripts(rateText string) []loopScript {
 			}
 			burst := int64(0)
 			if alg == ratelimit.GCRA {
-				burst = 20
+				burst = loopLimit
 			}
-			rule, err := backend.NewRule(backend.Algorithm(alg), 20, time.Second, burst, time.Second, "ours:")
+			rule, err := backend.NewRule(backend.Algorithm(alg), loopLimit, loopWindow, burst, loopWindow, "ours:")
 			if err != nil {
 				panic(err) // a constant policy
 			}
@@ -158,7 +172,8 @@ func runScripts(addr string, rounds int, out, progress io.Writer) error {
 	}
 	ref := best[slices.IndexFunc(ls, func(l loopScript) bool { return l.name == redisRate })]
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(out, "\nthe scripts' own time on the server: %d decisions in one EVAL over 1,000 keys at 20 per second, fastest of %d rounds\n", loopRuns, rounds)
+	fmt.Fprintf(out, "\nthe scripts' own time on the server: %d decisions in one EVAL over %d keys at %d per %v, fastest of %d rounds\n",
+		loopRuns, loopKeys, loopLimit, loopWindow, rounds)
 	fmt.Fprintln(w, "script\tµs/decision\tvs redis_rate\t")
 	for i, l := range ls {
 		us := float64(best[i].Nanoseconds()) / 1000 / loopRuns
@@ -179,6 +194,6 @@ func loopOnce(ctx context.Context, c *goredis.Client, l loopScript) (time.Durati
 		args = append(args, a)
 	}
 	start := time.Now()
-	err := c.Eval(ctx, fmt.Sprintf(loopLua, l.text), nil, args...).Err()
+	err := c.Eval(ctx, fmt.Sprintf(loopLua, l.text, loopKeys), nil, args...).Err()
 	return time.Since(start), err
 }
