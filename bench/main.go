@@ -8,6 +8,7 @@
 //	go run ./bench -algorithm gcra      # one of sliding, fixed, counter, gcra
 //	go run ./bench -backend all         # memory, redis and valkey (starts a throwaway server)
 //	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
+//	go run ./bench -backend all -layout 2   # the Redis and Valkey stores writing key layout 2
 //	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
 //	go run ./bench -backend redis -fault stall   # a server stalled mid-run, with and without guard
 //	go run ./bench -backend redis-cluster -fault stall  # one master of three stalled: the others stay exact
