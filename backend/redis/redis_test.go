@@ -41,25 +41,11 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(client(t)) })
 }
 
-// The whole kit on a store whose calls alternate between one writing layout
-// 1 and one writing layout 2: every answer as one store's, so instances
-// writing either layout decide each key together (state moves between the
-// layouts' keys). Layout 2 alone is the same path less the moves.
-func TestConformanceWritingBothLayouts(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) backend.Store {
-		c := client(t)
-		return storetest.Alternating(redis.New(c, redis.WithLayout(1)), redis.New(c, redis.WithLayout(redis.Layout)))
-	})
-}
-
-func TestConformanceWritingLayout2(t *testing.T) {
-	conformance.RunStore(t, func(t *testing.T) backend.Store { return redis.New(client(t), redis.WithLayout(2)) })
-}
-
-func TestWithLayoutOutOfBoundsPanics(t *testing.T) {
-	for _, n := range []int{0, -1, 3} {
-		require.Panics(t, func() { redis.New(client(t), redis.WithLayout(n)) }, "WithLayout(%d)", n)
-	}
+// Stores writing layout 1 and layout 2 decide every key together, exactly
+// (storetest.Layouts).
+func TestLayouts(t *testing.T) {
+	c := client(t)
+	storetest.Layouts(t, func(t *testing.T, n int) storetest.Store { return redis.New(c, redis.WithLayout(n)) })
 }
 
 // A real one-node Redis Cluster: a script touching keys of two slots fails

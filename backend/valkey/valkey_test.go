@@ -37,23 +37,11 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(client(t)) })
 }
 
-// The whole kit on a store whose calls alternate between one writing layout
-// 1 and one writing layout 2 (see the Redis backend's test of the same name).
-func TestConformanceWritingBothLayouts(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) backend.Store {
-		c := client(t)
-		return storetest.Alternating(valkey.New(c, valkey.WithLayout(1)), valkey.New(c, valkey.WithLayout(valkey.Layout)))
-	})
-}
-
-func TestConformanceWritingLayout2(t *testing.T) {
-	conformance.RunStore(t, func(t *testing.T) backend.Store { return valkey.New(client(t), valkey.WithLayout(2)) })
-}
-
-func TestWithLayoutOutOfBoundsPanics(t *testing.T) {
-	for _, n := range []int{0, -1, 3} {
-		require.Panics(t, func() { valkey.New(client(t), valkey.WithLayout(n)) }, "WithLayout(%d)", n)
-	}
+// Stores writing layout 1 and layout 2 decide every key together, exactly
+// (storetest.Layouts).
+func TestLayouts(t *testing.T) {
+	c := client(t)
+	storetest.Layouts(t, func(t *testing.T, n int) storetest.Store { return valkey.New(c, valkey.WithLayout(n)) })
 }
 
 // On a real cluster, valkey-go panics on a command whose keys are in two

@@ -187,9 +187,7 @@ func networkMakers(addr string, conns, layout int) []maker {
 			}}, nil
 		}},
 		floor("floor: a script of return 1", "return 1", true),
-		floor("floor: a minimal fixed window (INCR, PEXPIRE)", `local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return c`, false),
+		floor("floor: a minimal fixed window (INCR, PEXPIRE)", minimalFixed, false),
 		maker{name: "ulule/limiter redis", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
 			c := newGoRedis()
 			s, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: ns, MaxRetry: 3})

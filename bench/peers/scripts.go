@@ -110,6 +110,9 @@ func loopScripts(rateText string) []loopScript {
 
 const redisRate = "go-redis/redis_rate (GCRA)"
 
+// minimalFixed is the least a fixed window can be: a count that expires
+// with its window, no clock read and nothing else answered (a floor row
+// here and in the network scenario).
 const minimalFixed = `local c = redis.call('INCR', KEYS[1])
 if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return c`
