@@ -9,6 +9,19 @@
 -- struct.pack writes; numbers written into text are formatted with %.0f,
 -- exact too.
 
+-- The bounds package backend states (script.go writes them in for BOUNDS):
+-- the latest time (µs), the largest count, GCRA level and unit, and the
+-- largest sliding log.
+local max_time, max_count, max_level, max_unit, max_log = BOUNDS
+
+-- Stored numbers are distrusted: a key may have been written by hand, by a
+-- bug elsewhere or by a botched migration. valid says whether v is an
+-- integer in [lo, hi] (false for nil, NaN and ±Inf); a state with any other
+-- number is no state: the request is decided as on a fresh key, and the
+-- write replaces it, so a corrupt key heals on its next write. No loop is
+-- bounded by a stored number.
+local function valid(v, lo, hi) return v ~= nil and v >= lo and v <= hi and v % 1 == 0 end
+
 local function ceildiv(a, b) return math.floor((a + b - 1) / b) end
 
 local function aligned(now, window)
@@ -30,18 +43,21 @@ end
 -- key's state lives under one name, whichever layout each instance writes.
 
 -- load returns whether the state came from the other layout's key, then its
--- numbers (none: no state).
+-- numbers (none: no state). A packed value of the wrong length is no state.
 local function load(k2, k1, l2, fmt, read1)
   if l2 then
     local v = redis.call('GET', k2)
-    if v then return false, struct.unpack(fmt, v) end
+    if v then
+      if #v ~= 8 * (#fmt - 1) then return false end
+      return false, struct.unpack(fmt, v)
+    end
     local a, b, c, d = read1(k1)
     return a ~= nil, a, b, c, d
   end
   local a, b, c, d = read1(k1)
   if a then return false, a, b, c, d end
   local v = redis.call('GET', k2)
-  if v then return true, struct.unpack(fmt, v) end
+  if v and #v == 8 * (#fmt - 1) then return true, struct.unpack(fmt, v) end
   return false
 end
 
@@ -54,4 +70,18 @@ local function save(k2, k1, l2, moved, ms, fmt, write1, ...)
     write1(k1, ms, ...)
   end
   if moved then redis.call('DEL', l2 and k1 or k2) end
+end
+
+-- run decides a request with fn (an algorithm's function) on its keys ka
+-- and kb. A key of the wrong type holds no state of ours (someone wrote
+-- another kind of value there): both are deleted, even by a peek, and the
+-- request is decided as on a fresh key. Any other error is raised as the
+-- server gave it (READONLY, OOM: the client acts on the code).
+local function run(fn, ka, kb, ...)
+  local ok, allowed, count, reset_at, retry = pcall(fn, ka, kb, ...)
+  if ok then return allowed, count, reset_at, retry end
+  local msg = type(allowed) == 'table' and allowed.err or tostring(allowed)
+  if string.find(msg, 'WRONGTYPE', 1, true) ~= 1 then error(redis.error_reply(msg)) end
+  redis.call('DEL', ka, kb)
+  return fn(ka, kb, ...)
 end

@@ -6,7 +6,7 @@ local function counter1_read(k1)
   local v = redis.call('GET', k1)
   if v then
     local s, p, c = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
-    return tonumber(s), tonumber(p), tonumber(c)
+    return tonumber(s) or 0 / 0, tonumber(p), tonumber(c)
   end
 end
 
@@ -23,8 +23,9 @@ local function fits_after(p, m, window) -- the first e at which weighted(p, cove
   return window - math.floor(a * window / 1000)
 end
 
-local function counter(k2, k1, l2, now, limit, window, cost, op, retain, slack)
+local function counter(k2, k1, l2, now, limit, window, _, cost, op, retain, slack)
   local moved, start, prev, cur = load(k2, k1, l2, '<ddd', counter1_read)
+  if start and not (valid(start, 0, max_time) and valid(prev, 0, max_count) and valid(cur, 0, max_count)) then start = nil end
   local future = false
   if not start then
     start, prev, cur = aligned(now, window), 0, 0

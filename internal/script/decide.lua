@@ -30,16 +30,9 @@ local function decide(a, k, op)
     end
     now = server_now
   end
-  local allowed, count, reset_at, retry
-  if alg == 'sw' then
-    allowed, count, reset_at, retry = sliding(KEYS[k], KEYS[k + 1], now, p1, p2, cost, op, retain, slack, own_clock)
-  elseif alg == 'fw' then
-    allowed, count, reset_at, retry = fixed(KEYS[k], KEYS[k + 1], l2, now, p1, p2, cost, op, retain, slack)
-  elseif alg == 'swc' then
-    allowed, count, reset_at, retry = counter(KEYS[k], KEYS[k + 1], l2, now, p1, p2, cost, op, retain, slack)
-  else
-    allowed, count, reset_at, retry = gcra(KEYS[k], KEYS[k + 1], l2, now, p1, p2, p3, cost, op, retain, slack)
-  end
+  local fn = counter
+  if alg == 'sw' then fn = sliding elseif alg == 'fw' then fn = fixed elseif alg == 'gcra' then fn = gcra end
+  local allowed, count, reset_at, retry = run(fn, KEYS[k], KEYS[k + 1], l2, now, p1, p2, p3, cost, op, retain, slack, own_clock)
   return allowed, count, reset_at, retry, now
 end
 

@@ -3,8 +3,7 @@
 -- k1  layout 1: a hash, s = start, c = count
 local function fixed1_read(k1)
   local state = redis.call('HMGET', k1, 's', 'c')
-  local start = tonumber(state[1])
-  if start then return start, tonumber(state[2]) or 0 end
+  if state[1] then return tonumber(state[1]) or 0 / 0, state[2] and tonumber(state[2]) or 0 end
 end
 
 local function fixed1_write(k1, ms, start, count)
@@ -12,9 +11,10 @@ local function fixed1_write(k1, ms, start, count)
   redis.call('PEXPIRE', k1, ms)
 end
 
-local function fixed(k2, k1, l2, now, limit, window, cost, op, retain, slack)
+local function fixed(k2, k1, l2, now, limit, window, _, cost, op, retain, slack)
   local ws = aligned(now, window)
   local moved, start, count = load(k2, k1, l2, '<dd', fixed1_read)
+  if start and not (valid(start, 0, max_time) and valid(count, 0, max_count)) then start = nil end
   local future = false
   if not start or ws > start then
     start, count = ws, 0 -- a later window

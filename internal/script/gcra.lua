@@ -7,7 +7,7 @@ local function gcra1_read(k1)
   local v = redis.call('GET', k1)
   if v then
     local a, l, u, d = string.match(v, '^(%-?%d+):(%d+):(%d+):(%d+)$')
-    return tonumber(a), tonumber(l), tonumber(u), tonumber(d)
+    return tonumber(a) or 0 / 0, tonumber(l), tonumber(u), tonumber(d)
   end
 end
 
@@ -17,6 +17,7 @@ end
 
 local function gcra(k2, k1, l2, now, burst, unit, drain, cost, op, retain, slack)
   local moved, at, l, u, d = load(k2, k1, l2, '<dddd', gcra1_read)
+  if at and not (valid(at, 0, max_time) and valid(l, 0, max_level) and valid(u, 1, max_unit) and valid(d, 1, max_count)) then at = nil end
   local level, future = 0, false
   if at then
     level = l

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
@@ -34,19 +35,24 @@ var (
 	//go:embed one.lua
 	one string
 
+	// prelude is common.lua with the bounds of package backend written in.
+	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
+		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit), 1)
+
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, every algorithm's file, then decide.lua.
-	All = newLua(common + sliding + fixed + counter + gcra + decide)
+	All = newLua(prelude + sliding + fixed + counter + gcra + decide)
 
 	// one are the scripts of one request (Take, Peek, Refund), by
-	// algorithm: common.lua, that algorithm's file, then one.lua. The server
+	// algorithm: common.lua, that algorithm's file, its function's name,
+	// then one.lua. The server
 	// runs the text of a script on every call, so each holds what its
 	// algorithm needs only (see For).
 	ones = [...]*Lua{
-		backend.SlidingWindow:        newLua(common + sliding + one),
-		backend.FixedWindow:          newLua(common + fixed + one),
-		backend.SlidingWindowCounter: newLua(common + counter + one),
-		backend.GCRA:                 newLua(common + gcra + one),
+		backend.SlidingWindow:        newLua(prelude + sliding + "local fn = sliding\n" + one),
+		backend.FixedWindow:          newLua(prelude + fixed + "local fn = fixed\n" + one),
+		backend.SlidingWindowCounter: newLua(prelude + counter + "local fn = counter\n" + one),
+		backend.GCRA:                 newLua(prelude + gcra + "local fn = gcra\n" + one),
 	}
 
 	// Decide and SHA1 are All's text and name, kept for callers that run

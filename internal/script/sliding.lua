@@ -5,8 +5,19 @@
 --       over the entries, t = the newest entry's time
 local function cost_of(member)
   local i = string.find(member, ':', 1, true)
-  if i then return tonumber(string.sub(member, i + 1)) end
-  return 1
+  if i then
+    local c = tonumber(string.sub(member, i + 1))
+    if valid(c, 1, max_log) then return c end
+  end
+  return 1 -- a member of ours, or one written by hand: one unit
+end
+
+-- field is a number of the meta: nil when absent or empty (unknown), false
+-- when it is no number of ours (see valid).
+local function field(v, lo, hi)
+  if not v or v == '' then return nil end
+  v = tonumber(v)
+  return valid(v, lo, hi) and v or false
 end
 
 -- stale_extra is the part of extra held by the entries of log at or before
@@ -44,7 +55,7 @@ local function prune(log, meta, cutoff, extra)
   local pruned = stale_extra(log, cutoff, extra)
   redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
   if pruned > 0 then
-    extra = extra - pruned
+    extra = math.max(extra - pruned, 0) -- never below 0, whatever the members say
     redis.call('HSET', meta, 'x', extra)
   end
   return extra
@@ -60,11 +71,19 @@ end
 -- common take then counts with ZCARD alone, reads no entry for reset and
 -- retry, and rarely renews the TTLs. Every loop ends: those over entries
 -- stop at the end of the log, whatever the counts in meta say.
-local function sliding(log, meta, now, limit, window, cost, op, retain, slack, own_clock)
+local function sliding(log, meta, _, now, limit, window, _, cost, op, retain, slack, own_clock)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
   local m = redis.call('HMGET', meta, 'n', 'x', 't', 'o', 'e')
-  local seq, extra, newest = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3])
-  local oldest, expires = tonumber(m[4]), tonumber(m[5])
+  local seq, extra, newest = field(m[1], 0, 2 ^ 53), field(m[2], 0, max_log), field(m[3], 0, max_time)
+  local oldest, expires = field(m[4], 0, max_time), field(m[5], 0, max_time)
+  if seq == false or extra == false or newest == false or oldest == false or expires == false then
+    -- a number that is none of ours: no state, as on a fresh key
+    if op == 'peek' then return 1, 0, now, 0 end -- a fresh key admits any cost (at most the limit)
+    redis.call('DEL', log, meta)
+    m, seq, extra, newest, oldest, expires = {}, 0, 0, nil, nil, nil
+  end
+  seq, extra = seq or 0, extra or 0
+  if oldest and newest and oldest > newest then oldest = nil end -- inconsistent: unknown
   local count
   -- known: oldest is the time of the oldest entry (nil: the log is empty),
   -- and every entry is in the window.
@@ -169,7 +188,7 @@ local function sliding(log, meta, now, limit, window, cost, op, retain, slack, o
     -- The keys must live ttl_ms - slack at least from now: renewed (to
     -- ttl_ms) unless they already do, by the server's clock.
     local now_ms = math.floor(now / 1000)
-    if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack then
+    if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
       redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest or '')
     else
       redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest or '', 'e', own_clock and now_ms + ttl_ms or '')

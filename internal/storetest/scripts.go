@@ -27,6 +27,7 @@ func ScriptsEnd(t *testing.T, kind testserver.Kind, newStore NewStore) {
 		beforeEpoch(t, kind, newStore)
 	})
 	t.Run("every script ends, whatever the state and arguments", func(t *testing.T) { fuzzScripts(t, kind) })
+	t.Run("state written by hand is no state: the key heals, never over-admits", func(t *testing.T) { CorruptState(t, kind) })
 }
 
 // beforeEpoch replays what a fuzz of the public API found: on a sliding log,
@@ -84,8 +85,10 @@ func requireAnswers(t *testing.T, addr string) {
 
 // fuzzScripts runs the script itself, through EVALSHA, on random keys with
 // random prior state (written by earlier calls at random accepted times,
-// extremes included: the epoch, MaxTime, clocks that jump back) and random
-// arguments within what the stores accept. Each call must end: the client's
+// extremes included: the epoch, MaxTime, clocks that jump back; and 1 call
+// in 15 by hand first: NaN, ±Inf, negatives, random bytes, wrong types in
+// any field of either layout) and random arguments within what the stores
+// accept. Each call must end: the client's
 // deadline is far above any healthy call, and a pinger on another
 // connection must be answered throughout. The slowest call's server time
 // (SLOWLOG) is reported, and bounded by a few milliseconds plus the
@@ -154,7 +157,12 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		op := script.Op(rng.IntN(3))
 		require.NoError(t, req.Validate(), "the fuzz makes only requests a store accepts")
 		keys := script.Keys(req)
-		args := script.Args(req, op, 1+rng.IntN(2)) // either layout: state moves between them
+		layout := 1 + rng.IntN(2) // either layout: state moves between them
+		if rng.IntN(15) == 0 {    // state written by hand (CorruptState), where the key has some
+			cs := corruptions(req, 1+rng.IntN(2), rng)
+			_ = cs[rng.IntN(len(cs))].do(ctx, c, keys)
+		}
+		args := script.Args(req, op, layout)
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lua := script.For(req.Rule.Algorithm()) // a request's own script, and 1 in 4 the one of TakeAll
 		if rng.IntN(4) == 0 {

@@ -1,0 +1,280 @@
+package storetest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+// corruption is a way to overwrite a key's stored state by hand, as a bug
+// elsewhere, a botched migration or an operator with redis-cli would.
+type corruption struct {
+	name string
+	do   func(ctx context.Context, c *goredis.Client, keys []string) error
+}
+
+// badNumbers are stored numbers that no decision writes: not finite, negative,
+// beyond every bound, not integers. As text, and as the doubles layout 2
+// packs.
+var (
+	badText    = []string{"nan", "inf", "-inf", "-1e15", "1e300", "0.5", "x", "9007199254740993"}
+	badDoubles = []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1e15, 1e300, 0.5, -1}
+)
+
+// corruptions are the ways to corrupt the state req's algorithm keeps in
+// layout: every field with every bad number, random bytes, and a key of the
+// wrong type. rng makes the random bytes.
+func corruptions(req backend.Request, layout int, rng *rand.Rand) []corruption {
+	var out []corruption
+	add := func(name string, do func(ctx context.Context, c *goredis.Client, keys []string) error) {
+		out = append(out, corruption{name, do})
+	}
+	wrongType := func(i int, asHash bool) {
+		add(fmt.Sprintf("key %d of the wrong type", i), func(ctx context.Context, c *goredis.Client, keys []string) error {
+			if err := c.Del(ctx, keys[i]).Err(); err != nil {
+				return err
+			}
+			if asHash {
+				return c.HSet(ctx, keys[i], "a", "1").Err()
+			}
+			return c.Set(ctx, keys[i], "x", time.Hour).Err()
+		})
+	}
+	alg := req.Rule.Algorithm()
+	if alg == backend.SlidingWindow {
+		for _, field := range []string{"n", "x", "t", "o", "e"} {
+			for _, v := range badText {
+				add(fmt.Sprintf("meta %s=%s", field, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
+					return c.HSet(ctx, keys[1], field, v).Err()
+				})
+			}
+		}
+		for _, m := range []string{"99:nan", "98:-5", "97:1e9", "96:0.5", "95:"} {
+			add("member "+m, func(ctx context.Context, c *goredis.Client, keys []string) error {
+				return c.ZAdd(ctx, keys[0], goredis.Z{Score: float64(req.Now), Member: m}).Err()
+			})
+		}
+		add("meta x=-1e15 with every field", func(ctx context.Context, c *goredis.Client, keys []string) error {
+			return c.HSet(ctx, keys[1], "n", "-1e15", "x", "-1e15", "t", "-1e15", "o", "-1e15", "e", "-1e15").Err()
+		})
+		wrongType(0, false)
+		wrongType(1, false)
+		return out
+	}
+	fields := map[backend.Algorithm]int{backend.FixedWindow: 2, backend.SlidingWindowCounter: 3, backend.GCRA: 4}[alg]
+	if layout == 2 {
+		for i := 0; i < fields; i++ {
+			for _, v := range badDoubles {
+				add(fmt.Sprintf("field %d = %v", i, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
+					b, err := c.Get(ctx, keys[0]).Bytes()
+					if err != nil {
+						return err
+					}
+					if len(b) != 8*fields { // corrupt already
+						b = make([]byte, 8*fields)
+					}
+					binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+					return c.Set(ctx, keys[0], b, goredis.KeepTTL).Err()
+				})
+			}
+		}
+		for _, n := range []int{0, 3, 8 * fields, 8*fields + 5} {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.UintN(256))
+			}
+			add(fmt.Sprintf("%d random bytes", n), func(ctx context.Context, c *goredis.Client, keys []string) error {
+				return c.Set(ctx, keys[0], b, goredis.KeepTTL).Err()
+			})
+		}
+		wrongType(0, true)
+		return out
+	}
+	if alg == backend.FixedWindow { // a hash: s, c
+		for _, field := range []string{"s", "c"} {
+			for _, v := range badText {
+				add(fmt.Sprintf("field %s=%s", field, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
+					return c.HSet(ctx, keys[1], field, v).Err()
+				})
+			}
+		}
+		wrongType(1, false)
+		return out
+	}
+	for i := 0; i < fields; i++ { // text: "a:b:c(:d)"
+		for _, v := range badText {
+			add(fmt.Sprintf("field %d = %s", i, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
+				s, err := c.Get(ctx, keys[1]).Result()
+				if err != nil {
+					return err
+				}
+				parts := strings.Split(s, ":")
+				for len(parts) < fields { // corrupt already
+					parts = append(parts, "0")
+				}
+				parts[i] = v
+				return c.Set(ctx, keys[1], strings.Join(parts, ":"), goredis.KeepTTL).Err()
+			})
+		}
+	}
+	wrongType(1, true)
+	return out
+}
+
+// CorruptState overwrites, by hand, each field of each algorithm's state in
+// each layout with a number no decision writes (NaN, ±Inf, negatives, beyond
+// the bounds, fractions), random bytes, or a key of the wrong type; then
+// takes three times the limit at one instant. Every call answers (no
+// error), admits at most the limit, denies with a RetryAfter above 0 (so
+// Wait does not spin), ends within a few ms of server time; and the key
+// heals: its state is valid again after the next write. Before the scripts
+// distrusted stored numbers, a sliding log whose meta said -1e15 admitted
+// 200 of 200 at 5 per hour, a fixed window holding NaN denied with
+// RetryAfter 0, and meta n=inf made each call try 4,096 ZADDs. A server of
+// its own: its SLOWLOG holds this check's scripts alone.
+func CorruptState(t *testing.T, kind testserver.Kind) {
+	ctx := context.Background()
+	srv := testserver.Own(t, kind)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	const slowMicros = 5000
+	require.NoError(t, c.ConfigSet(ctx, "slowlog-log-slower-than", fmt.Sprint(slowMicros)).Err())
+	require.NoError(t, c.SlowLogReset(ctx).Err())
+	noise := startNoise()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0xbad))
+	pre := prefix()
+	const limit = 5
+	now := time.Now().UnixMicro()
+	cases := 0
+	for _, alg := range ratelimit.Algorithms() {
+		p := ratelimit.NewPolicy(alg, limit, time.Hour)
+		if alg == ratelimit.GCRA {
+			p = ratelimit.TokenBucket(1, time.Hour/limit, limit)
+		}
+		rule := ruleOf(t, pre, p, p.Window)
+		for _, layout := range []int{1, 2} {
+			probe := backend.Request{Rule: rule, Key: "probe", Cost: 1, Now: now}
+			for i, bad := range corruptions(probe, layout, rng) {
+				cases++
+				req := backend.Request{Rule: rule, Key: fmt.Sprintf("%v:%d:%d", alg, layout, i), Cost: 1, Now: now}
+				what := fmt.Sprintf("%v, layout %d, %s (seed %d)", alg, layout, bad.name, seed)
+				for j := 0; j < 2; j++ { // state of ours first
+					out, err := evalScript(ctx, c, req, script.Take, layout)
+					require.NoError(t, err, what)
+					require.True(t, out.Allowed, what)
+				}
+				keys := script.Keys(req)
+				require.NoError(t, bad.do(ctx, c, keys), what)
+				for _, op := range []script.Op{script.Peek, script.Refund} {
+					_, err := evalScript(ctx, c, req, op, layout)
+					if err != nil {
+						require.ErrorIs(t, err, backend.ErrInvalidCost, "%s: %v answers or refuses the refund", what, op)
+					}
+				}
+				admitted := 0
+				for j := 0; j < 3*limit; j++ {
+					out, err := evalScript(ctx, c, req, script.Take, layout)
+					require.NoError(t, err, "%s: take %d", what, j)
+					if out.Allowed {
+						admitted++
+					} else {
+						require.Positive(t, out.RetryAfter, "%s: a denial says when to retry", what)
+					}
+				}
+				require.LessOrEqual(t, admitted, limit, "%s: admitted after the corruption, at one instant", what)
+				requireValidState(ctx, t, c, keys, backend.Algorithm(alg), layout, what)
+			}
+		}
+	}
+	late := noise.stop()
+	slowest := slowestScript(ctx, t, c)
+	bound := slowMicros*time.Microsecond + late
+	t.Logf("%d corruptions; slowest script over %dµs: %v (bound %v)", cases, slowMicros, slowest, bound)
+	require.LessOrEqual(t, slowest, bound, "a script's server time on a corrupt state (seed %d)", seed)
+}
+
+// requireValidState fails unless the state under keys is one a decision
+// writes: the key healed.
+func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, keys []string, alg backend.Algorithm, layout int, what string) {
+	t.Helper()
+	ints := func(vs ...string) {
+		for _, v := range vs {
+			if v == "" {
+				continue
+			}
+			n, err := fmt.Sscanf(v, "%d", new(int64))
+			require.True(t, err == nil && n == 1 && !strings.ContainsAny(v, ".eE") && !strings.HasPrefix(v, "-"), "%s: healed, yet holds %q", what, v)
+		}
+	}
+	switch {
+	case alg == backend.SlidingWindow:
+		m, err := c.HMGet(ctx, keys[1], "n", "x", "t", "o", "e").Result()
+		require.NoError(t, err, what)
+		for _, v := range m {
+			if s, ok := v.(string); ok {
+				ints(s)
+			}
+		}
+	case layout == 2:
+		b, err := c.Get(ctx, keys[0]).Bytes()
+		require.NoError(t, err, what)
+		require.Zero(t, len(b)%8, "%s: healed, yet holds %d bytes", what, len(b))
+		for i := 0; i+8 <= len(b); i += 8 {
+			f := math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
+			require.True(t, f >= 0 && f < 1<<53 && f == math.Trunc(f), "%s: healed, yet field %d holds %v", what, i/8, f)
+		}
+	case alg == backend.FixedWindow:
+		m, err := c.HMGet(ctx, keys[1], "s", "c").Result()
+		require.NoError(t, err, what)
+		for _, v := range m {
+			s, _ := v.(string)
+			ints(s)
+		}
+	default:
+		s, err := c.Get(ctx, keys[1]).Result()
+		require.NoError(t, err, what)
+		ints(strings.Split(s, ":")...)
+	}
+}
+
+// evalScript decides req with op through the request's own script,
+// writing layout, as the stores do.
+func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op script.Op, layout int) (backend.Outcome, error) {
+	lua := script.For(req.Rule.Algorithm())
+	keys, args := script.Keys(req), toAny(script.Args(req, op, layout))
+	reply, err := c.EvalSha(ctx, lua.SHA1, keys, args...).Int64Slice()
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		reply, err = c.Eval(ctx, lua.Text, keys, args...).Int64Slice()
+	}
+	if err != nil {
+		return backend.Outcome{}, err
+	}
+	return script.Outcome(reply)
+}
+
+// slowestScript is the longest script call in the server's SLOWLOG.
+func slowestScript(ctx context.Context, t *testing.T, c *goredis.Client) time.Duration {
+	slow, err := c.SlowLogGet(ctx, 1024).Result()
+	require.NoError(t, err)
+	var slowest time.Duration
+	for _, e := range slow {
+		if len(e.Args) > 0 && strings.HasPrefix(strings.ToLower(fmt.Sprint(e.Args[0])), "eval") {
+			slowest = max(slowest, e.Duration)
+		}
+	}
+	return slowest
+}
