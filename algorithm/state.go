@@ -15,9 +15,20 @@ import (
 // its Life (at least), past which it holds nothing that counts.
 
 // ErrBadState is wrapped by the error of UnmarshalBinary for bytes that are
-// no state of that type (or of a newer version); the state is then left as
-// it was.
+// no state of that type (or of a newer version), or that hold a number no
+// decision writes (see MaxStored); the state is then left as it was. Saved
+// bytes are distrusted, as a row may have been written by hand, by a bug
+// elsewhere or by a botched migration: a store that meets ErrBadState
+// decides on a fresh state (the zero value) and saves that, so the row
+// heals on its next write and never admits more than a fresh key would.
 var ErrBadState = errors.New("algorithm: bad state")
+
+// MaxStored bounds every number a saved state holds: each time, count,
+// level, unit, drain and cost is an integer in [0, MaxStored] (a cost at
+// least 1), as every decision within a ratelimit.Policy's bounds writes;
+// and a Log's costs sum to MaxStored at most. Within it no arithmetic of
+// the algorithms overflows.
+const MaxStored = 1 << 53
 
 // stateVersion is the first byte of every saved state.
 const stateVersion = 1
@@ -32,6 +43,9 @@ func (f *Fixed) UnmarshalBinary(data []byte) error {
 	v, err := readInts(data, 4, "Fixed")
 	if err != nil {
 		return err
+	}
+	if v[0] > 1 {
+		return fmt.Errorf("%w: Fixed: started %d", ErrBadState, v[0])
 	}
 	*f = Fixed{started: v[0] != 0, start: v[1], count: v[2], aligned: v[3]}
 	return nil
@@ -48,6 +62,9 @@ func (c *SlidingCounter) UnmarshalBinary(data []byte) error {
 	if err != nil {
 		return err
 	}
+	if v[0] > 1 {
+		return fmt.Errorf("%w: SlidingCounter: started %d", ErrBadState, v[0])
+	}
 	*c = SlidingCounter{started: v[0] != 0, start: v[1], prev: v[2], cur: v[3]}
 	return nil
 }
@@ -63,7 +80,7 @@ func (b *Bucket) UnmarshalBinary(data []byte) error {
 	if err != nil {
 		return err
 	}
-	if v[1] < 0 || (v[1] > 0 && (v[2] <= 0 || v[3] <= 0)) {
+	if v[1] > 0 && (v[2] == 0 || v[3] == 0) {
 		return fmt.Errorf("%w: Bucket: level %d under unit %d and drain %d", ErrBadState, v[1], v[2], v[3])
 	}
 	*b = Bucket{at: v[0], level: v[1], unit: v[2], drain: v[3]}
@@ -104,8 +121,8 @@ func (l *Log) UnmarshalBinary(data []byte) error {
 			return fmt.Errorf("%w: Log: entry %d", ErrBadState, i)
 		}
 		cost, k2 := binary.Varint(rest[k1:])
-		if k2 <= 0 || cost < 1 || (i > 0 && delta < 0) {
-			return fmt.Errorf("%w: Log: entry %d", ErrBadState, i)
+		if k2 <= 0 || cost < 1 || cost > MaxStored || delta < 0 || delta > MaxStored-at || total > MaxStored-cost {
+			return fmt.Errorf("%w: Log: entry %d", ErrBadState, i) // back in time, or beyond MaxStored
 		}
 		rest = rest[k1+k2:]
 		at += delta
@@ -137,6 +154,9 @@ func readInts(data []byte, n int, what string) ([]int64, error) {
 		x, k := binary.Varint(rest)
 		if k <= 0 {
 			return nil, fmt.Errorf("%w: %s: field %d", ErrBadState, what, i)
+		}
+		if x < 0 || x > MaxStored {
+			return nil, fmt.Errorf("%w: %s: field %d holds %d, outside [0, MaxStored]", ErrBadState, what, i, x)
 		}
 		v[i], rest = x, rest[k:]
 	}

@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"encoding"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -84,4 +85,42 @@ func TestBadBytesAreNoState(t *testing.T) {
 	require.ErrorIs(t, l.UnmarshalBinary([]byte{stateVersion, 4, 2, 2, 1, 2}), ErrBadState, "entries back in time")
 	var b Bucket
 	require.ErrorIs(t, b.UnmarshalBinary([]byte{stateVersion, 0, 2, 0, 0}), ErrBadState, "a level without a rate")
+}
+
+// A saved state is distrusted: a field holding a number no decision writes
+// (negative, beyond MaxStored) is refused with ErrBadState and changes
+// nothing, in every field of every state; and a store that then decides
+// on a fresh state admits no more than a fresh key would. Before, a Fixed
+// count of -1e15 admitted without bound, and a Log whose costs summed
+// past int64 wrapped to a negative count.
+func TestOutOfBoundNumbersAreNoState(t *testing.T) {
+	fields := map[kind]int{fixedWindow: 4, slidingWindowCounter: 4, gcra: 4}
+	for _, alg := range []kind{fixedWindow, slidingWindowCounter, gcra} {
+		for i := 0; i < fields[alg]; i++ {
+			for _, bad := range []int64{-1, -1e15, MaxStored + 1, math.MaxInt64, math.MinInt64} {
+				v := []int64{1, 1_700_000_000_000_000, 1, 1}
+				v[i] = bad
+				s := fresh(alg)
+				require.ErrorIs(t, s.UnmarshalBinary(appendInts(nil, v...)), ErrBadState, "%v: field %d = %d", alg, i, bad)
+				require.Equal(t, fresh(alg), s, "%v: unchanged", alg)
+			}
+		}
+	}
+	require.ErrorIs(t, new(Fixed).UnmarshalBinary(appendInts(nil, 2, 1, 1, 1)), ErrBadState, "started is 0 or 1")
+	require.ErrorIs(t, new(SlidingCounter).UnmarshalBinary(appendInts(nil, 7, 1, 1, 1)), ErrBadState, "started is 0 or 1")
+	for name, ints := range map[string][]int64{
+		"a negative first time":        {1, -5, 1},
+		"a time beyond MaxStored":      {2, 1, 1, MaxStored, 1},
+		"a cost beyond MaxStored":      {1, 1, MaxStored + 1},
+		"costs summing past MaxStored": {2, 1, MaxStored, 0, 1},
+		"costs wrapping int64":         {2, 1, math.MaxInt64, 0, math.MaxInt64},
+	} {
+		var l Log
+		require.ErrorIs(t, l.UnmarshalBinary(appendInts(nil, ints...)), ErrBadState, name)
+		require.Zero(t, l.Len(), name)
+	}
+	// The largest state a decision writes still loads.
+	for _, alg := range []kind{fixedWindow, slidingWindowCounter, gcra} {
+		require.NoError(t, fresh(alg).UnmarshalBinary(appendInts(nil, 1, MaxStored, MaxStored, MaxStored)), "%v", alg)
+	}
 }

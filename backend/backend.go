@@ -35,6 +35,16 @@
 // A denial records no request. It writes in one case only: state written at
 // a time later than the request's (by a clock that stepped back) is re-timed
 // to the request's time, as package algorithm's Take does.
+//
+// Stored state is distrusted: a row or a key may have been written by hand,
+// by a bug elsewhere or by a botched migration. State that does not load
+// (UnmarshalBinary's algorithm.ErrBadState: bytes that are no state, a
+// number outside [0, algorithm.MaxStored]) is no state: the store decides
+// as on a fresh key and saves over it, so the key heals on its next write
+// and never admits more than a fresh key would. No loop a store runs may be
+// bounded by a stored number. The Redis and Valkey stores' scripts hold
+// every number they read to the bounds of this package, and a key of the
+// wrong type is deleted and decided as a fresh one.
 package backend
 
 import (

@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -90,7 +91,9 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 	old, ok := s.rows[k]
 	if ok && storeNow.Before(old.expires) { // an expired row is no row
 		if err := st.UnmarshalBinary(old.data); err != nil {
-			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: %w", backend.ErrStore, err)
+			// A row that is no state of ours (algorithm.ErrBadState) is no
+			// state: decided as on a fresh key, and replaced below.
+			st, _ = newState(req.Rule.Algorithm())
 		}
 	}
 	var out algorithm.Outcome
@@ -164,6 +167,51 @@ func TestAStoreOnBytesPassesTheKit(t *testing.T) {
 	}), conformance.Expire(func(t *testing.T, s backend.Store, elapsed time.Duration) {
 		s.(*bytesStore).expire(elapsed)
 	}))
+}
+
+// A row written by hand (bytes that are no state, or numbers no decision
+// writes) is no state: the store decides as on a fresh key, admitting no
+// more than its limit, and the next write heals the row.
+func TestACorruptRowHeals(t *testing.T) {
+	ctx := context.Background()
+	rule, err := backend.NewRule(backend.FixedWindow, 5, time.Hour, 0, time.Hour, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &bytesStore{rows: map[row]saved{}}
+	k := row{"", "user", backend.FixedWindow}
+	for name, data := range map[string][]byte{
+		"no state":         {9, 9, 9},
+		"a count of -1e15": append([]byte{1}, varints(1, time.Now().UnixMicro(), -1e15, 0)...), // version 1, started, start, count, aligned
+	} {
+		s.rows[k] = saved{data: data, expires: time.Now().Add(time.Hour)}
+		admitted := 0
+		for i := 0; i < 20; i++ {
+			out, err := s.Take(ctx, backend.Request{Rule: rule, Key: "user", Cost: 1})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if out.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 5 {
+			t.Errorf("%s: admitted %d of 20 at 5 per hour, want 5", name, admitted)
+		}
+		var f algorithm.Fixed
+		if err := f.UnmarshalBinary(s.rows[k].data); err != nil {
+			t.Errorf("%s: the row did not heal: %v", name, err)
+		}
+		delete(s.rows, k)
+	}
+}
+
+func varints(v ...int64) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.AppendVarint(b, x)
+	}
+	return b
 }
 
 // A store of your own: implement backend.Store (and, optionally,
