@@ -19,7 +19,9 @@
 // stores, through a channel of the server), a Reset or a Refund made
 // through another instance clears it too, within milliseconds, and the
 // cache answers only while it hears that channel; over another store such a
-// change is seen only when the cached denial ends. Close stops listening.
+// change is seen only when the cached denial ends. A denial whose reply
+// arrives after a change to its key was made or heard is not cached: the
+// change may have overtaken it on the way. Close stops listening.
 //
 // On the store's clock, a server's, the cache counts the retry-after on the
 // local monotonic clock from the moment the request was sent, so it asks
@@ -32,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +61,28 @@ type Store struct {
 	hearing func() bool
 	stop    context.CancelFunc
 	closed  atomic.Bool
+	// changes count the changes made or heard, by stripe of keys (a key's
+	// stripe: its hash), and purges those of every key. A denial is cached
+	// only if neither moved while its request was on its way: a Reset or
+	// Refund heard meanwhile may have overtaken it.
+	changes [stripes]atomic.Uint64
+	purges  atomic.Uint64
+	seed    maphash.Seed
+}
+
+// stripes is the number of stripes of keys whose changes are counted apart.
+const stripes = 256
+
+// generation is what counts the changes of key: its stripe's count, and the
+// purges'.
+type generation struct{ stripe, purges uint64 }
+
+func (s *Store) stripe(key string) *atomic.Uint64 {
+	return &s.changes[maphash.String(s.seed, key)%stripes]
+}
+
+func (s *Store) generation(key string) generation {
+	return generation{s.stripe(key).Load(), s.purges.Load()}
 }
 
 // slot names a key's state under one algorithm.
@@ -97,7 +122,7 @@ func New(next backend.Store, size int) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidArgument, err)
 	}
-	s := &Store{next: next, cache: cache, stop: func() {}}
+	s := &Store{next: next, cache: cache, stop: func() {}, seed: maphash.MakeSeed()}
 	if inv, ok := next.(backend.Invalidator); ok {
 		ctx, cancel := context.WithCancel(context.Background())
 		if s.hearing = inv.Invalidations(ctx, s.changed); s.hearing != nil {
@@ -119,6 +144,7 @@ func (s *Store) trusted() bool {
 // everything when some changes may have been missed.
 func (s *Store) changed(prefix, key string) {
 	if prefix == "" && key == "" {
+		s.purges.Add(1) // before the purge: see Take
 		s.cache.Purge()
 		return
 	}
@@ -148,7 +174,7 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 		s.cache.Remove(k)
 	}
 	s.misses.Add(1)
-	sent := time.Now()
+	gen, sent := s.generation(req.Key), time.Now()
 	out, err := s.next.Take(ctx, req)
 	if err == nil && !out.Allowed && out.Count == req.Rule.MaxCost() && out.RetryAfter > 0 && out.Fallback == nil {
 		c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent}
@@ -157,9 +183,24 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 		} else {
 			c.until = out.RetryAfter
 		}
-		s.cache.Add(k, c)
+		s.remember(k, c, gen)
 	}
 	return out, err
+}
+
+// remember caches c, a denial of k whose request was sent at generation
+// gen, unless a change to k was made or heard since: the change may have
+// come after the store decided, and the denial be obsolete already. A
+// change counts before it forgets (forget, changed), so one that lands
+// between the check and the Add is seen by the second check.
+func (s *Store) remember(k slot, c denial, gen generation) {
+	if s.generation(k.key) != gen {
+		return
+	}
+	s.cache.Add(k, c)
+	if s.generation(k.key) != gen {
+		s.cache.Remove(k)
+	}
 }
 
 // answer is the cached denial as of req, if it still holds.
@@ -194,10 +235,13 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 // store forgets it.
 func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	s.forget(prefix, key)
+	defer s.forget(prefix, key) // a denial decided before the Reset may arrive until it returns
 	return s.next.Reset(ctx, prefix, key)
 }
 
+// forget counts a change to key and drops its cached denials.
 func (s *Store) forget(prefix, key string) {
+	s.stripe(key).Add(1)
 	for _, alg := range backend.Algorithms() {
 		s.cache.Remove(slot{prefix, key, alg})
 	}
@@ -208,6 +252,7 @@ func (s *Store) forget(prefix, key string) {
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	if req.Rule != nil {
 		s.forget(req.Rule.Prefix(), req.Key)
+		defer s.forget(req.Rule.Prefix(), req.Key) // as Reset
 	}
 	rs, ok := s.next.(backend.RefundStore)
 	if !ok {

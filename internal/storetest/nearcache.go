@@ -2,12 +2,15 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
@@ -90,6 +93,77 @@ func NearCachesHearResets(t *testing.T, addr string, newStore NewStore) {
 				asks = ca.Hits() == hits
 			}
 			require.True(t, asks, "a cache that may miss changes asks the store")
+		})
+	}
+}
+
+// listenApart is a store whose commands go through one client and whose
+// channel of changes is heard through another: what a slow command
+// connection beside a fast subscription looks like to a near cache.
+type listenApart struct {
+	backend.Store
+	listen backend.Invalidator
+}
+
+func (s listenApart) Invalidations(ctx context.Context, changed func(prefix, key string)) func() bool {
+	return s.listen.Invalidations(ctx, changed)
+}
+
+// NearCacheDropsOvertakenDenials: instance A's denial is still on its way
+// (its reply held at a gate) when B resets the key and A hears of it; the
+// denial then arrives. A must not cache it: it predates the Reset. Before
+// the cache compared generations, it cached the obsolete denial and served
+// it until its RetryAfter (here 100 days). The gate orders the events
+// exactly, whatever the machine's load.
+func NearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(alg.String(), func(t *testing.T) {
+			gate := testserver.NewGate(t, addr)
+			listen, ok := newStore(t, addr).(backend.Invalidator)
+			require.True(t, ok, "the store tells of changes")
+			ca, err := nearcache.New(listenApart{newStore(t, gate.Addr), listen}, 0)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = ca.Close() })
+			pre, p := prefix(), ratelimit.NewPolicy(alg, 5, ratelimit.MaxWindow)
+			a, b := limiter(t, ca, p, pre), limiter(t, newStore(t, addr), p, pre)
+
+			// A holds a cached denial of "probe", and "user" is at its limit.
+			for _, key := range []string{"probe", "user"} {
+				for i := 0; i < 5; i++ {
+					d, err := a.Allow(ctx, key)
+					require.NoError(t, err)
+					require.True(t, d.Allowed, key)
+				}
+			}
+			for deadline := time.Now().Add(10 * time.Second); ca.Len() == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				_, err := a.Allow(ctx, "probe")
+				require.NoError(t, err)
+			}
+			require.Equal(t, 1, ca.Len(), "A caches the denial of probe once it hears the channel")
+
+			gate.Hold()
+			denied := make(chan error, 1)
+			go func() {
+				d, err := a.Allow(ctx, "user")
+				if err == nil && d.Allowed {
+					err = fmt.Errorf("user admitted over its limit")
+				}
+				denied <- err
+			}()
+			<-gate.Waiting() // the store denied user; the reply waits at the gate
+			require.NoError(t, b.Reset(ctx, "user"))
+			require.NoError(t, b.Reset(ctx, "probe")) // heard after user's: the channel keeps order
+			for deadline := time.Now().Add(10 * time.Second); ca.Len() != 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			}
+			require.Zero(t, ca.Len(), "A heard both Resets")
+			gate.Release()
+			require.NoError(t, <-denied)
+
+			hits := ca.Hits()
+			d, err := a.Allow(ctx, "user")
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "A admits user after B's Reset (from its cache: %v)", ca.Hits() > hits)
 		})
 	}
 }

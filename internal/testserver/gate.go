@@ -1,0 +1,136 @@
+package testserver
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Gate is a TCP proxy to a server whose replies can be held back: what a
+// client sends passes at once, what the server answers waits at the gate
+// while it is held. A test orders events with it that a slow network
+// orders by chance (a reply overtaken by a message on another connection),
+// without depending on how slow anything is.
+type Gate struct {
+	// Addr is the proxy's address: a client connects there instead.
+	Addr string
+
+	mu      sync.Mutex
+	open    chan struct{} // closed while the gate is open
+	waiting chan struct{} // closed once a reply waits at the held gate
+}
+
+// NewGate starts a gate to the server at target, open, stopped when t ends.
+func NewGate(t testing.TB, target string) *Gate {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("a gate to %s: %v", target, err)
+	}
+	g := &Gate{Addr: l.Addr().String(), open: make(chan struct{}), waiting: make(chan struct{})}
+	close(g.open)
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := false
+	t.Cleanup(func() {
+		_ = l.Close()
+		g.Release()
+		mu.Lock()
+		done = true
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			client, err := l.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			mu.Lock()
+			if done {
+				mu.Unlock()
+				_ = client.Close()
+				_ = server.Close()
+				return
+			}
+			conns = append(conns, client, server)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(server, client); _ = server.Close() }()
+			go g.replies(client, server)
+		}
+	}()
+	return g
+}
+
+// replies copies what server answers to client, waiting at the gate.
+func (g *Gate) replies(client, server net.Conn) {
+	defer client.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			g.pass()
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pass returns once the gate is open, saying it waits while it is not.
+func (g *Gate) pass() {
+	g.mu.Lock()
+	open, waiting := g.open, g.waiting
+	select {
+	case <-open:
+	default:
+		select {
+		case <-waiting:
+		default:
+			close(waiting)
+		}
+	}
+	g.mu.Unlock()
+	<-open
+}
+
+// Hold holds every reply from now until Release.
+func (g *Gate) Hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		g.open, g.waiting = make(chan struct{}), make(chan struct{})
+	default: // held already
+	}
+}
+
+// Waiting is closed once a reply waits at the gate held by the last Hold.
+func (g *Gate) Waiting() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
+// Release lets every held reply through, in order, and the next ones at
+// once.
+func (g *Gate) Release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
