@@ -43,6 +43,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -83,8 +84,11 @@ type Store struct {
 	// costs no allocation in an interface, where a string costs one.
 	routed bool
 	// masterFor names the master of a key's slot on a cluster client (nil
-	// for other clients); see Node.
-	masterFor func(ctx context.Context, key string) (*goredis.Client, error)
+	// for other clients); see Node. layoutKnown says the client has loaded
+	// the cluster's layout, so that masterFor answers without I/O;
+	// layoutLoading, that a lookup in the background is loading it.
+	masterFor                  func(ctx context.Context, key string) (*goredis.Client, error)
+	layoutKnown, layoutLoading atomic.Bool
 	// ackReplicas, if not 0, is how many replicas must acknowledge every
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
@@ -126,9 +130,19 @@ func New(client Client, opts ...Option) *Store {
 // Node implements backend.ShardedStore on a cluster client: the address of
 // the master of the key's slot, as the client's layout says (a lookup in
 // its cached layout, no round trip). It is "" for other clients, and while
-// the client does not know the layout.
+// the client does not know the layout: go-redis loads it on the first
+// lookup and waits for it (up to its read timeout per node, whatever the
+// caller's budget), so that first lookup runs in the background and Node
+// never waits on I/O. Once loaded, go-redis keeps a layout (it refreshes
+// it in the background).
 func (s *Store) Node(prefix, key string) string {
 	if s.masterFor == nil {
+		return ""
+	}
+	if !s.layoutKnown.Load() {
+		if s.layoutLoading.CompareAndSwap(false, true) {
+			go s.loadLayout(script.Tag(key))
+		}
 		return ""
 	}
 	c, err := s.masterFor(context.Background(), script.Tag(key))
@@ -136,6 +150,17 @@ func (s *Store) Node(prefix, key string) string {
 		return ""
 	}
 	return c.Options().Addr
+}
+
+// loadLayout looks tag's master up, which makes the cluster client load the
+// layout, and says so when it did.
+func (s *Store) loadLayout(tag string) {
+	defer s.layoutLoading.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), s.readTimeout+time.Second)
+	defer cancel()
+	if _, err := s.masterFor(ctx, tag); err == nil {
+		s.layoutKnown.Store(true)
+	}
 }
 
 // failed is told of every error. A cluster client re-reads the cluster's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
@@ -377,4 +378,36 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 		func(t *testing.T, addrs []string) backend.Store {
 			return redis.New(clusterClient(t, addrs...), redis.WithReplicaAck(1, 500*time.Millisecond))
 		}, redis.ErrNotReplicated)
+}
+
+// A guard over a cluster client whose nodes are all stalled when the app
+// starts: go-redis cannot load the cluster's layout. The node lookup once
+// waited for it on every call (context.Background(): the client's read
+// timeout, 3 s by default, here 10 s, per node) before the fallback answered. Every
+// call now ends within the Limiter's budget, by the fallback, far before
+// the client's read timeout.
+func TestAGuardOverAStalledClusterKeepsTheBudget(t *testing.T) {
+	c := testserver.OwnReplicatedCluster(t, testserver.Redis, 30*time.Second)
+	for _, n := range append(append([]*testserver.Server{}, c.Masters...), c.Replicas...) {
+		require.NoError(t, n.Pause())
+		t.Cleanup(func() { _ = n.Resume() })
+	}
+	const readTimeout = 10 * time.Second
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs, ReadTimeout: readTimeout, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	local, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = local.Close() })
+	g, err := guard.New(redis.New(client), guard.WithFallback(local, 2))
+	require.NoError(t, err)
+	l, err := ratelimit.New(g, ratelimit.PerMinute(10), ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	for i := 0; i < 5; i++ {
+		began := time.Now()
+		d, err := l.Allow(context.Background(), fmt.Sprint("user-", i))
+		took := time.Since(began)
+		require.NoError(t, err, "call %d", i)
+		require.Equal(t, ratelimit.SourceFallback, d.Source, "call %d: the fallback decides", i)
+		require.Less(t, took, readTimeout/3, "call %d took %v: it waited for the client's read timeout", i, took)
+	}
 }
