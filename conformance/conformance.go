@@ -124,8 +124,15 @@ func Supports(algs ...backend.Algorithm) Option {
 	return func(c *options) { c.algorithms = algs }
 }
 
-// ExpireFunc makes store drop, as it would by itself, every state that has
-// expired once elapsed more has passed on its clock (a TTL, a sweeper).
+// ExpireFunc makes store drop, as it would by itself (a TTL, a sweeper),
+// every state that has expired once its clock reads the store's creation
+// plus elapsed: the total the kit's clock has moved since the scenario
+// began (it grows from one call to the next). From the first call on, the
+// store's clock follows the kit's alone (creation plus elapsed), not real
+// time: on a busy machine more real time passes between two of the kit's
+// steps than the kit moves its clock, and a store whose clock runs ahead
+// of the kit's drops state the kit still counts. The memory store's test
+// and the example store (example_store_test.go) show how.
 type ExpireFunc func(t *testing.T, store backend.Store, elapsed time.Duration)
 
 // Expire is for a store that drops state by itself: the kit moves its clock,

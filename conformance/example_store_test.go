@@ -22,8 +22,23 @@ import (
 type bytesStore struct {
 	mu   sync.Mutex
 	rows map[row]saved
-	// ahead moves the store's clock forward, as the kit's Expire asks.
-	ahead time.Duration
+	// The store's clock is real time, until the kit's Expire says how far
+	// its own clock has moved (ahead): from then on the store's clock is
+	// its creation plus ahead, and real time passing between the kit's
+	// steps (a busy machine) does not move it past the kit's.
+	created  time.Time
+	ahead    time.Duration
+	expiring bool
+}
+
+func newBytesStore() *bytesStore { return &bytesStore{rows: map[row]saved{}, created: time.Now()} }
+
+// now is the store's clock.
+func (s *bytesStore) now() time.Time {
+	if s.expiring {
+		return s.created.Add(s.ahead)
+	}
+	return time.Now()
 }
 
 // row names a key's state under one algorithm.
@@ -82,7 +97,7 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	storeNow := time.Now().Add(s.ahead)
+	storeNow := s.now()
 	now := req.Now
 	if now == 0 { // the store's own clock
 		now = storeNow.UnixMicro()
@@ -149,8 +164,8 @@ func (s *bytesStore) Reset(ctx context.Context, prefix, key string) error {
 func (s *bytesStore) expire(elapsed time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ahead = elapsed
-	now := time.Now().Add(s.ahead)
+	s.ahead, s.expiring = elapsed, true
+	now := s.now()
 	for k, r := range s.rows {
 		if !now.Before(r.expires) {
 			delete(s.rows, k)
@@ -163,7 +178,7 @@ func (s *bytesStore) expire(elapsed time.Duration) {
 // whole kit.
 func TestAStoreOnBytesPassesTheKit(t *testing.T) {
 	conformance.Run(t, conformance.InProcess(func(t *testing.T) backend.Store {
-		return &bytesStore{rows: map[row]saved{}}
+		return newBytesStore()
 	}), conformance.Expire(func(t *testing.T, s backend.Store, elapsed time.Duration) {
 		s.(*bytesStore).expire(elapsed)
 	}))
@@ -178,7 +193,7 @@ func TestACorruptRowHeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &bytesStore{rows: map[row]saved{}}
+	s := newBytesStore()
 	k := row{"", "user", backend.FixedWindow}
 	for name, data := range map[string][]byte{
 		"no state":         {9, 9, 9},
@@ -220,7 +235,7 @@ func varints(v ...int64) []byte {
 // your tests. bytesStore, in this package's tests, is such a store in 150
 // lines: a map behind a lock, as a database's rows and transaction would be.
 func Example_aStoreOfYourOwn() {
-	store := &bytesStore{rows: map[row]saved{}}
+	store := newBytesStore()
 	limiter, err := ratelimit.New(store, ratelimit.PerMinute(2))
 	if err != nil {
 		panic(err)
