@@ -109,6 +109,10 @@ func TestRoundTripsLeaveOutTheScriptsOwnCommands(t *testing.T) {
 	before := map[string]serverinfo.Stat{"evalsha": {Calls: 10}, "zrange": {Calls: 3}}
 	after := map[string]serverinfo.Stat{"evalsha": {Calls: 15}, "eval": {Calls: 1}, "zrange": {Calls: 9}, "cluster|slots": {Calls: 2}}
 	require.Equal(t, int64(6), clientCommands(before, after))
+	// An EVALSHA answered NOSCRIPT is no decision's: the EVAL after it is.
+	after["evalsha"] = serverinfo.Stat{Calls: 23, Failed: 8}
+	after["eval"] = serverinfo.Stat{Calls: 9}
+	require.Equal(t, int64(5+9), clientCommands(before, after))
 }
 
 // A short run on a real server: round trips are measured on the server and

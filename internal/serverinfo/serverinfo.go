@@ -29,6 +29,9 @@ func CommandCalls(ctx context.Context, c *goredis.Client) (map[string]int64, err
 type Stat struct {
 	Calls int64
 	Usec  int64 // the server's time in the command, µs (a script's includes its commands')
+	// Failed are the calls that ran and answered an error (failed_calls:
+	// an EVALSHA answered NOSCRIPT, say); 0 before Redis 7.
+	Failed int64
 }
 
 // CommandStats reads INFO commandstats: the calls of each command and the
@@ -53,6 +56,9 @@ func CommandStats(ctx context.Context, c *goredis.Client) (map[string]Stat, erro
 		for _, f := range fields[1:] {
 			if v, ok := strings.CutPrefix(f, "usec="); ok {
 				st.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+			if v, ok := strings.CutPrefix(f, "failed_calls="); ok {
+				st.Failed, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
 		stats[strings.TrimPrefix(name, "cmdstat_")] = st
