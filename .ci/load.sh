@@ -1,9 +1,10 @@
-# CPU load for the test command: one busy shell loop per CPU, stopped by
-# their process ids. Sourced by .ci/run and .ci/stress.
+# CPU load for the test command: three busy shell loops per CPU (LOAD_PER_CPU
+# to change it), stopped by their process ids. Sourced by .ci/run and
+# .ci/stress: the suite must hold on a machine that busy.
 load_pids=()
 start_load() {
   local n
-  n=$(nproc 2>/dev/null || echo 2)
+  n=$(( $(nproc 2>/dev/null || echo 2) * ${LOAD_PER_CPU:-3} ))
   for _ in $(seq "$n"); do
     (while :; do :; done) &
     load_pids+=($!)
