@@ -21,10 +21,18 @@ func TestTheBudgetContext(t *testing.T) {
 	require.True(t, ok)
 	require.WithinDuration(t, began.Add(30*time.Millisecond), deadline, 5*time.Millisecond)
 	require.Equal(t, "trace-42", ctx.Value(ctxKey{}), "the caller's values are kept")
-	require.NoError(t, ctx.Err())
+	if err := ctx.Err(); time.Now().Before(deadline) { // unless the machine held this goroutine past it
+		require.NoError(t, err, "no error before the deadline")
+	}
+	// Done is closed by a timer set at most bucketSpan after the deadline:
+	// the bucket's end, checked rather than timed (a busy machine wakes the
+	// waiter as late as it pleases).
+	bucket := l.deadlines.current.Load()
+	require.Equal(t, (<-chan struct{})(bucket.done), ctx.Done())
+	require.False(t, bucket.end.Before(deadline), "the timer that closes Done fires no earlier than the deadline")
+	require.LessOrEqual(t, bucket.end.Sub(deadline), bucketSpan, "and at most bucketSpan after it")
 	<-ctx.Done()
 	require.False(t, time.Now().Before(deadline), "Done never closes before the deadline")
-	require.Less(t, time.Since(deadline), 20*time.Millisecond, "and closes soon after it (a millisecond, plus scheduling)")
 	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 
 	// Calls whose deadlines fall in one millisecond share one channel.

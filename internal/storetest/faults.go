@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -226,7 +227,7 @@ func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget ti
 	require.LessOrEqual(t, d.Count, 2, "one request before the stall, one during it: a retry would make 3")
 }
 
-// SlowServer stops the server at addr answering for a second (CLIENT
+// SlowServer stops the server at addr answering for two seconds (CLIENT
 // PAUSE, which returns once every other client is paused: a sleep that
 // DEBUG SLEEP started in the background once left the test unsure, on a busy
 // machine, whether the server was asleep yet) and requires a call on store
@@ -239,14 +240,23 @@ func SlowServer(t *testing.T, addr string, store backend.Store) {
 	require.NoError(t, err)
 
 	a := admin(t, addr)
-	require.NoError(t, a.Do(ctx, "CLIENT", "PAUSE", "1000", "ALL").Err())
+	require.NoError(t, a.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err())
 	defer func() { require.NoError(t, a.Ping(ctx).Err(), "answered when the pause ended") }() // the next test finds it answering
 	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	began := time.Now()
 	_, err = l.Allow(deadline, "user")
 	elapsed := time.Since(began)
+	// Returned while the server still answered nobody: a PING sent now is
+	// not answered at once. (On a machine slow enough to reach the end of
+	// the pause first the PING is answered late all the same: the check
+	// can pass by chance there, never fail.)
+	pinger := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer pinger.Close()
+	pingCtx, cancelPing := context.WithTimeout(ctx, 20*time.Millisecond)
+	pingErr := pinger.Ping(pingCtx).Err()
+	cancelPing()
 	require.ErrorIs(t, err, ratelimit.ErrStore)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, elapsed, 500*time.Millisecond, "returned at its 50ms deadline, not when the server answered again")
+	require.Error(t, pingErr, "returned at its 50ms deadline (after %v), not when the server answered again", elapsed)
 }
