@@ -16,8 +16,9 @@ import (
 //
 // A denial consumes no quota from the other policies. When every Limiter
 // shares one store that can decide several requests atomically (a
-// backend.MultiStore: the memory store always; Redis and Valkey when every
-// key lives in one hash slot, as several policies on the same key do), the
+// backend.MultiStore: the memory store always; Redis and Valkey on a single
+// server whatever the keys, and on a cluster when every key lives in one
+// hash slot, as several policies on the same key do), the
 // whole decision is one atomic step and this holds exactly. Otherwise Multi first
 // peeks at every policy; when one would deny, it asks that policy alone (a
 // denial records nothing) and stops. Only when all would admit does it take
@@ -165,6 +166,9 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 		return false, nil
 	}
 	for i, l := range m.limiters {
+		if err == nil && outs[i].At == 0 {
+			continue // not decided: a layer knew another policy's denial (see backend.MultiStore)
+		}
 		d, lerr := l.settle(ctx, cs[i], reqs[i], false, &outs[i], err, began)
 		if lerr != nil {
 			*out = MultiDecision{}

@@ -301,14 +301,16 @@ func noScript(words []any) {
 	words[0], words[1] = eval, script.Text(words[1].(string))
 }
 
-// TakeAll implements backend.MultiStore: one EVALSHA for requests on one
-// caller's key (one hash tag); others are refused (errors.ErrUnsupported).
+// TakeAll implements backend.MultiStore: one EVALSHA for every request,
+// whatever their keys, on a single server; on a cluster or ring client, for requests on one
+// caller's key only (one hash tag), others being refused
+// (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/redis", &err)
 	if err := script.CheckAll(reqs, outs); err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
-	keys, err := script.KeysAll(reqs)
+	keys, err := script.KeysAll(reqs, !s.routed)
 	if err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}

@@ -150,14 +150,16 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	return out, nil
 }
 
-// TakeAll implements backend.MultiStore: one EVALSHA for requests on one
-// caller's key (one hash tag); others are refused (errors.ErrUnsupported).
+// TakeAll implements backend.MultiStore: one EVALSHA for every request,
+// whatever their keys, on a single server; on a cluster client, for requests on one
+// caller's key only (one hash tag), others being refused
+// (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
 	if err := script.CheckAll(reqs, outs); err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
-	keys, err := script.KeysAll(reqs)
+	keys, err := script.KeysAll(reqs, s.client.Mode() != vk.ClientModeCluster)
 	if err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}

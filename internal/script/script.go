@@ -216,17 +216,19 @@ func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
 }
 
 // KeysAll are the keys of several requests decided together, in the
-// script's order. It fails, wrapping errors.ErrUnsupported, unless one
-// script may touch them all on a cluster (they share a hash tag: one caller's
-// key under several policies) and each request has state of its own.
-func KeysAll(reqs []backend.Request) ([]string, error) {
+// script's order. On a cluster (anyKeys false) one script may touch them all
+// only if they share a hash tag: one caller's key under several policies;
+// otherwise it fails, wrapping errors.ErrUnsupported. A single server
+// (anyKeys) has no slots: any keys go together. Either way each request
+// must have state of its own.
+func KeysAll(reqs []backend.Request, anyKeys bool) ([]string, error) {
 	keys := make([]string, 0, 2*len(reqs))
 	for i, req := range reqs {
-		if req.Key != reqs[0].Key {
+		if !anyKeys && req.Key != reqs[0].Key {
 			return nil, fmt.Errorf("keys %q and %q may live on different shards: %w", reqs[0].Key, req.Key, errors.ErrUnsupported)
 		}
 		for _, other := range reqs[:i] {
-			if other.Rule.Prefix() == req.Rule.Prefix() && other.Rule.Algorithm() == req.Rule.Algorithm() {
+			if other.Key == req.Key && other.Rule.Prefix() == req.Rule.Prefix() && other.Rule.Algorithm() == req.Rule.Algorithm() {
 				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
 			}
 		}
