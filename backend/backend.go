@@ -158,7 +158,11 @@ type MultiStore interface {
 	// TakeAll decides reqs together into outs (as long as reqs): if Take
 	// would admit every one, each is recorded and outs holds the Takes'
 	// outcomes; otherwise nothing is recorded and outs holds what Peek
-	// would say (so denials carry their exact RetryAfter). Two requests on
+	// would say (so denials carry their exact RetryAfter). A layer that
+	// knows a request's denial without asking the store (package
+	// nearcache) may answer it alone: nothing recorded, that request's
+	// outcome, and the others' left zero (At 0: not decided), which
+	// ratelimit.Multi reports as policies it did not ask. Two requests on
 	// the same state (prefix, key and algorithm) are not supported. A
 	// store that cannot decide reqs atomically (on a server, keys on
 	// different shards) records nothing and returns an error wrapping

@@ -47,8 +47,11 @@ import (
 const DefaultSize = 10_000
 
 // Store is a backend.Store answering cached denials itself and asking the
-// store it wraps for everything else. It is a backend.MultiStore, a
-// RefundStore and an InProcessStore when the wrapped store is.
+// store it wraps for everything else. Whatever the order of the layers, it
+// keeps the wrapped store's abilities: it is a backend.MultiStore, a
+// RefundStore, an InProcessStore, a ShardedStore and an Invalidator when the
+// wrapped store is (each answering as the contract says a store without it
+// does, otherwise).
 type Store struct {
 	next   backend.Store
 	cache  *lru.Cache[slot, denial]
@@ -176,16 +179,26 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 	s.misses.Add(1)
 	gen, sent := s.generation(req.Key), time.Now()
 	out, err := s.next.Take(ctx, req)
-	if err == nil && !out.Allowed && out.Count == req.Rule.MaxCost() && out.RetryAfter > 0 && out.Fallback == nil {
-		c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent}
-		if c.caller {
-			c.until = out.At + out.RetryAfter
-		} else {
-			c.until = out.RetryAfter
-		}
-		s.remember(k, c, gen)
+	if err == nil {
+		s.consider(&req, out, sent, gen)
 	}
 	return out, err
+}
+
+// consider caches out, the store's answer to req (of cost 1) sent at sent
+// and generation gen, if it is a denial that holds until its RetryAfter:
+// the key at its limit, on the store's own rule.
+func (s *Store) consider(req *backend.Request, out backend.Outcome, sent time.Time, gen generation) {
+	if out.Allowed || out.Count != req.Rule.MaxCost() || out.RetryAfter <= 0 || out.Fallback != nil {
+		return
+	}
+	c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent}
+	if c.caller {
+		c.until = out.At + out.RetryAfter
+	} else {
+		c.until = out.RetryAfter
+	}
+	s.remember(slotOf(req), c, gen)
 }
 
 // remember caches c, a denial of k whose request was sent at generation
@@ -261,14 +274,69 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 	return rs.Refund(ctx, req)
 }
 
-// TakeAll implements backend.MultiStore: the store's answer (or
-// errors.ErrUnsupported if it is no MultiStore).
+// TakeAll implements backend.MultiStore (errors.ErrUnsupported if the store
+// is no MultiStore). When a request of cost 1 has a cached denial, the step
+// is denied here, without the store: nothing is recorded, that request's
+// outcome is the cached denial and the others' are left zero, not decided
+// (see backend.MultiStore), so a flood through ratelimit.Multi (httplimit,
+// grpclimit, ratelimitd) costs no round trip either. Otherwise the store
+// decides, and its denials of cost 1 are cached as Take's are.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	ms, ok := s.next.(backend.MultiStore)
 	if !ok {
 		return fmt.Errorf("nearcache: %T cannot decide several requests together: %w", s.next, errors.ErrUnsupported)
 	}
-	return ms.TakeAll(ctx, reqs, outs)
+	if len(outs) != len(reqs) || !s.trusted() {
+		return ms.TakeAll(ctx, reqs, outs)
+	}
+	for i := range reqs {
+		if req := &reqs[i]; req.Cost == 1 && req.Validate() == nil {
+			if c, ok := s.cache.Get(slotOf(req)); ok {
+				if out, ok := c.answer(req); ok {
+					s.hits.Add(1)
+					clear(outs)
+					outs[i] = out
+					return nil
+				}
+			}
+		}
+	}
+	gens := make([]generation, len(reqs))
+	for i := range reqs {
+		gens[i] = s.generation(reqs[i].Key)
+	}
+	sent := time.Now()
+	err := ms.TakeAll(ctx, reqs, outs)
+	if err != nil {
+		return err
+	}
+	for i := range reqs {
+		if reqs[i].Cost == 1 {
+			s.misses.Add(1)
+			s.consider(&reqs[i], outs[i], sent, gens[i])
+		}
+	}
+	return nil
+}
+
+// Node implements backend.ShardedStore: the store's node of key, or ""
+// when it cannot tell (it is no ShardedStore), so that a guard over the
+// cache keeps a breaker per node as it would over the store.
+func (s *Store) Node(prefix, key string) string {
+	if ss, ok := s.next.(backend.ShardedStore); ok {
+		return ss.Node(prefix, key)
+	}
+	return ""
+}
+
+// Invalidations implements backend.Invalidator: the store's channel of
+// changes, or nil when it tells of none, so that a layer over the cache
+// hears what it would over the store.
+func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
+	if inv, ok := s.next.(backend.Invalidator); ok {
+		return inv.Invalidations(ctx, changed)
+	}
+	return nil
 }
 
 // InProcess implements backend.InProcessStore: as the store is.

@@ -2,6 +2,8 @@ package nearcache_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,4 +130,73 @@ func TestACachedDenialEndsWithResetRefundOrANewPolicy(t *testing.T) {
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
 	_, err = nearcache.New(m, -1)
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
+}
+
+// Behind Multi (and so httplimit, grpclimit and ratelimitd) a flood on a
+// key at its limit is answered by the cache too: the denying policy's
+// decision is the model's, the others are not asked (zero, not observed),
+// and nothing is recorded. Multi once took the store's TakeAll past the
+// cache: every request reached the store.
+func TestAFloodBehindMultiStaysLocal(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	s := cached(t, m)
+	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+	var events atomic.Int64
+	observe := ratelimit.WithObserver(ratelimit.ObserverFunc(func(context.Context, ratelimit.Event) { events.Add(1) }))
+	perIP, err := ratelimit.New(s, ratelimit.PerMinute(100), ratelimit.WithPrefix("ip:"), ratelimit.WithCallerClock(clock.Now), observe)
+	require.NoError(t, err)
+	perUser, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithPrefix("user:"), ratelimit.WithCallerClock(clock.Now), observe)
+	require.NoError(t, err)
+	multi, err := ratelimit.NewMulti(perIP, perUser)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 0; i < 1000; i++ {
+		clock.Advance(time.Millisecond)
+		d, err := multi.Allow(ctx, "10.0.0.1", "abuser")
+		require.NoError(t, err)
+		require.Equal(t, i < 5, d.Allowed, "request %d", i)
+		if i >= 5 {
+			require.Equal(t, 5, d.Decisions[1].Count, "request %d: the denial", i)
+			require.Equal(t, time.Minute-time.Duration(i+1)*time.Millisecond+time.Millisecond, d.RetryAfter, "request %d", i)
+		}
+	}
+	require.Equal(t, uint64(994), s.Hits(), "all but the first denial answered locally")
+	require.Equal(t, int64(6*2+994), events.Load(), "one event a policy asked, none for those not asked")
+	ip, err := perIP.Peek(ctx, "10.0.0.1")
+	require.NoError(t, err)
+	require.Equal(t, 5, ip.Count, "the denials took nothing from the other policy")
+}
+
+// The order of the layers drops no ability: a guard over a cache over a
+// cluster's store names each key's node as over the store itself (so its
+// breakers stay per node), and another cache over this one hears the
+// store's changes. guard(nearcache(redis)) once lost the per-node breakers.
+func TestTheCacheKeepsTheStoresAbilities(t *testing.T) {
+	c := testserver.GetCluster(t, testserver.RedisCluster)
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	store := redis.New(client)
+	s := cached(t, store)
+	t.Cleanup(func() { _ = s.Close() })
+	var sharded backend.ShardedStore = s
+	nodes := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		key := fmt.Sprint("user-", i)
+		require.Eventually(t, func() bool { return store.Node("p:", key) != "" }, 10*time.Second, 10*time.Millisecond, "the cluster's layout")
+		require.Equal(t, store.Node("p:", key), sharded.Node("p:", key), key)
+		nodes[sharded.Node("p:", key)] = true
+	}
+	require.Len(t, nodes, 3, "keys on each master")
+	var inv backend.Invalidator = s
+	hearing := inv.Invalidations(context.Background(), func(string, string) {})
+	require.NotNil(t, hearing, "the store tells of changes, so does the cache")
+
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	overMemory := cached(t, m)
+	require.Empty(t, overMemory.Node("p:", "user"), "a store that cannot tell")
+	require.Nil(t, overMemory.Invalidations(context.Background(), func(string, string) {}), "a store that tells of none")
 }

@@ -411,3 +411,9 @@ func TestAGuardOverAStalledClusterKeepsTheBudget(t *testing.T) {
 		require.Less(t, took, readTimeout/3, "call %d took %v: it waited for the client's read timeout", i, took)
 	}
 }
+
+// The layers work through every front end: a near cache behind Multi and
+// httplimit, several keys in one script.
+func TestFrontEnds(t *testing.T) {
+	storetest.FrontEnds(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return redis.New(newClient(t, addr)) })
+}

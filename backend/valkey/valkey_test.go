@@ -166,3 +166,9 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 			return valkey.New(clusterClient(t, addrs...), valkey.WithReplicaAck(1, 500*time.Millisecond))
 		}, valkey.ErrNotReplicated)
 }
+
+// The layers work through every front end: a near cache behind Multi and
+// httplimit, several keys in one script.
+func TestFrontEnds(t *testing.T) {
+	storetest.FrontEnds(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return valkey.New(newClient(t, addr)) })
+}

@@ -1,0 +1,141 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/nearcache"
+)
+
+// FrontEnds runs the checks that the layers work through every front end,
+// on a server of kind of its own (its command counts are theirs alone).
+func FrontEnds(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	srv := testserver.Own(t, kind)
+	t.Run("a near cache answers floods behind Multi and httplimit", func(t *testing.T) { nearCacheBehindMulti(t, srv.Addr, newStore) })
+	t.Run("several keys on one server: one script a request, each decision observed once", func(t *testing.T) {
+		multiOneScript(t, srv.Addr, newStore)
+	})
+}
+
+// scripts counts the scripts the server at addr ran that did not fail.
+func scripts(t *testing.T, a *goredis.Client) int64 {
+	t.Helper()
+	stats, err := serverinfo.CommandStats(context.Background(), a)
+	require.NoError(t, err)
+	s := serverinfo.Scripts(stats)
+	return s.Calls - stats["evalsha"].Failed - stats["eval"].Failed
+}
+
+// nearCacheBehindMulti: a key at its limit of 5 per minute, 40 requests
+// through Multi and through httplimit (which decides through Multi): at most
+// 10 scripts reach the server. Multi took the TakeAll path past the cache,
+// and every request reached the server (41 and 40 scripts).
+func nearCacheBehindMulti(t *testing.T, addr string, newStore NewStore) {
+	ctx, a := context.Background(), admin(t, addr)
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(alg.String(), func(t *testing.T) {
+			cache, err := nearcache.New(newStore(t, addr), 0)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = cache.Close() })
+			l := limiter(t, cache, ratelimit.NewPolicy(alg, 5, time.Minute), prefix())
+			// The cache answers once it hears the channel of changes.
+			for deadline := time.Now().Add(10 * time.Second); cache.Hits() == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				_, err := l.Allow(ctx, "probe")
+				require.NoError(t, err)
+			}
+			require.Positive(t, cache.Hits(), "the cache answers a denied probe")
+
+			m, err := ratelimit.NewMulti(l)
+			require.NoError(t, err)
+			before := scripts(t, a)
+			admitted := 0
+			for i := 0; i < 40; i++ {
+				d, err := m.Allow(ctx, "multi")
+				require.NoError(t, err)
+				if d.Allowed {
+					admitted++
+				}
+			}
+			require.Equal(t, 5, admitted, "Multi")
+			require.LessOrEqual(t, scripts(t, a)-before, int64(10), "scripts for 40 Multi requests")
+
+			mw, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: func(*http.Request) (string, error) { return "http", nil }}})
+			require.NoError(t, err)
+			h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			before = scripts(t, a)
+			codes := map[int]int{}
+			for i := 0; i < 40; i++ {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+				codes[w.Code]++
+			}
+			require.Equal(t, map[int]int{http.StatusOK: 5, http.StatusTooManyRequests: 35}, codes, "httplimit")
+			require.LessOrEqual(t, scripts(t, a)-before, int64(10), "scripts for 40 HTTP requests")
+		})
+	}
+}
+
+// events counts what an observer saw.
+type events struct {
+	mu         sync.Mutex
+	all, peeks int
+	byName     map[string]int
+}
+
+func (e *events) Observe(_ context.Context, ev ratelimit.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all++
+	if ev.Peek {
+		e.peeks++
+	}
+	e.byName[ev.Name]++
+}
+
+// multiOneScript: three policies on three different keys of one server, 20
+// requests through Multi: 20 scripts (one a request, atomic), and 60 events,
+// none of them a peek. Before, keys apart took the peek-then-take path: 120
+// scripts, 120 events of which 60 peeks. A denied request reports every
+// policy's real quota, as the memory store does.
+func multiOneScript(t *testing.T, addr string, newStore NewStore) {
+	ctx, a := context.Background(), admin(t, addr)
+	store := newStore(t, addr)
+	seen := &events{byName: map[string]int{}}
+	pre := prefix()
+	var ls []*ratelimit.Limiter
+	for i, limit := range []int{30, 12, 30} {
+		ls = append(ls, limiter(t, store, ratelimit.PerMinute(limit), pre, ratelimit.WithName(fmt.Sprint("p", i)), ratelimit.WithObserver(seen)))
+	}
+	m, err := ratelimit.NewMulti(ls...)
+	require.NoError(t, err)
+	before := scripts(t, a)
+	var last ratelimit.MultiDecision
+	for i := 0; i < 20; i++ {
+		last, err = m.Allow(ctx, "ip:1", "token:2", "tenant:3")
+		require.NoError(t, err)
+		require.Equal(t, i < 12, last.Allowed, "request %d", i)
+	}
+	require.Equal(t, int64(20), scripts(t, a)-before, "one script a request")
+	require.Equal(t, 60, seen.all, "each policy's decision observed once a request")
+	require.Zero(t, seen.peeks, "no peeks")
+	require.Equal(t, map[string]int{"p0": 20, "p1": 20, "p2": 20}, seen.byName)
+	require.Equal(t, "p1", last.Name, "the policy that denies")
+	for i, want := range []int{30 - 12, 0, 30 - 12} {
+		d := last.Decisions[i]
+		require.Equal(t, 12, d.Count, "policy %d's real count", i)
+		require.Equal(t, want, d.Remaining, "policy %d's real remaining quota", i)
+		require.True(t, d.ResetAt.After(d.At), "policy %d's real reset", i)
+	}
+}
