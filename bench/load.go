@@ -66,6 +66,33 @@ func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer)
 	for i := range keys {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
+	decide := func(ctx context.Context, k int32) (ratelimit.Decision, error) { return l.Allow(ctx, keys[k]) }
+	if cfg.policies > 1 {
+		// Each request under every policy, each on a key of its own (as
+		// per-user, per-IP and per-tenant limits are), through Multi.
+		ls := []*ratelimit.Limiter{l}
+		for i := 1; i < cfg.policies; i++ {
+			li, err := ratelimit.New(b.store, p, ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(cfg.timeout))
+			if err != nil {
+				return result{}, err
+			}
+			ls = append(ls, li)
+		}
+		m, err := ratelimit.NewMulti(ls...)
+		if err != nil {
+			return result{}, err
+		}
+		perKey := make([][]string, cfg.keys)
+		for k := range perKey {
+			for i := range cfg.policies {
+				perKey[k] = append(perKey[k], keys[k]+"/p"+strconv.Itoa(i))
+			}
+		}
+		decide = func(ctx context.Context, k int32) (ratelimit.Decision, error) {
+			md, err := m.Allow(ctx, perKey[k]...)
+			return md.Decision, err
+		}
+	}
 	// A sliding window admits at most limit per key in each window (GCRA
 	// a burst of limit and limit per window), and a fixed one or a counter
 	// twice that around a boundary. This sizes the record of admissions,
@@ -116,7 +143,7 @@ func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer)
 					k = 0 // the abusive key
 				}
 				t0 := time.Now()
-				d, err := l.Allow(context.Background(), keys[k])
+				d, err := decide(context.Background(), k)
 				w.hist.add(time.Since(t0))
 				w.decisions++
 				if w.decisions&255 == 0 {
@@ -140,7 +167,7 @@ func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer)
 	runtime.ReadMemStats(&ms1)
 	stopProgress()
 
-	res := result{Backend: b.name, Algorithm: alg.String(), Concurrency: cfg.concurrency, Limit: cfg.limit}
+	res := result{Backend: b.name, Algorithm: alg.String(), Concurrency: cfg.concurrency, Policies: cfg.policies, Limit: cfg.limit}
 	var hist histogram
 	var lastErr error
 	for _, w := range workers {

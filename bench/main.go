@@ -14,6 +14,7 @@
 //	go run ./bench -backend redis-cluster -fault stall  # one master of three stalled: the others stay exact
 //	go run ./bench -backend redis-cluster        # three masters and three replicas (or -addr a,b,c)
 //	go run ./bench -backend redis -abusive 0.9 -nearcache   # 90% of requests on one denied key, with and without a nearcache
+//	go run ./bench -backend all -policies 3    # three limits on three keys per request, through Multi
 //	go run ./bench -backend valkey-cluster -replicas 1     # also with every write acknowledged by a replica (WAIT)
 //
 // When redis-benchmark is on PATH, the network backends are followed by a
@@ -54,6 +55,7 @@ type config struct {
 	replicas    int           // also run every network backend with its writes acknowledged by this many replicas
 	timeout     time.Duration // the Limiters' time budget
 	layout      int           // the key layout the network stores write
+	policies    int           // policies per request, each on its own key, decided together by Multi
 }
 
 // result is one line of the report; its JSON form is the -json output.
@@ -61,6 +63,7 @@ type result struct {
 	Backend               string  `json:"backend"`
 	Algorithm             string  `json:"algorithm"`
 	Concurrency           int     `json:"concurrency"`
+	Policies              int     `json:"policies"` // per request, through Multi: a decision is a request
 	OpsPerSec             float64 `json:"ops_per_sec"`
 	P50us                 float64 `json:"p50_us"`
 	P99us                 float64 `json:"p99_us"`
@@ -124,6 +127,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.nearcache, "nearcache", false, "also run every backend behind a nearcache of denials (rows named backend+nearcache)")
 	fs.IntVar(&cfg.replicas, "replicas", 0, "also run every network backend with its writes acknowledged by this many replicas (WithReplicaAck, rows named backend+ackN): a cluster backend, or -addr of a server with replicas")
 	fs.IntVar(&cfg.layout, "layout", script.DefaultLayout, fmt.Sprintf("the key layout the Redis and Valkey stores write: 1 (their default, the previous release's) or %d (less server time per decision)", script.Layout))
+	fs.IntVar(&cfg.policies, "policies", 1, "policies per request, each on a key of its own (user-1/p0, user-1/p1, ...), decided together through ratelimit.Multi: the cost of a request that several limits apply to")
 	fs.StringVar(&cfg.plot, "plot", "", "draw admitted requests per tenth of a window, fixed vs sliding, for a client bursting at a boundary, into this SVG file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -138,6 +142,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.abusive < 0 || cfg.abusive > 1 {
 		return cfg, fmt.Errorf("-abusive %v: want a share from 0 to 1", cfg.abusive)
+	}
+	if cfg.policies < 1 || cfg.policies > 16 {
+		return cfg, fmt.Errorf("-policies %d: want 1 to 16", cfg.policies)
 	}
 	for _, a := range ratelimit.Algorithms() {
 		if *alg == "all" || *alg == a.String() {
@@ -256,7 +263,11 @@ func run(cfg config, stdout, progress io.Writer) error {
 
 func printTables(w io.Writer, cfg config, byAlg map[ratelimit.Algorithm][]result) {
 	for _, alg := range cfg.algorithms {
-		fmt.Fprintf(w, "\n%v per %v, %d goroutines, %d keys, %v per backend\n", alg, cfg.window, cfg.concurrency, cfg.keys, cfg.duration)
+		per := ""
+		if cfg.policies > 1 {
+			per = fmt.Sprintf(", %d policies a request on keys of their own (Multi: a decision is a request)", cfg.policies)
+		}
+		fmt.Fprintf(w, "\n%v per %v, %d goroutines, %d keys, %v per backend%s\n", alg, cfg.window, cfg.concurrency, cfg.keys, cfg.duration, per)
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "backend\tlimit\tops/s\tp50\tp99\tp99.9\tmax\tallocs/op\troundtrips/decision\tserver µs/decision\tserver CPU µs/decision\tbytes/key\tdecisions\tdenied\tcorrect\t")
 		var base float64

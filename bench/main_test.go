@@ -329,3 +329,24 @@ func TestARunWithNoDecisionSaysSo(t *testing.T) {
 	require.NotContains(t, out.String(), "Inf")
 	require.NotContains(t, out.String(), "NaN")
 }
+
+// -policies 3: three limits on three keys of one server per request,
+// through Multi: one script a request (a decision is a request), exact.
+// Multi once peeked and took policy by policy: 4.8 scripts a request.
+func TestAShortRunOfThreePoliciesARequest(t *testing.T) {
+	addr := testserver.Get(t, testserver.Redis).Addr
+	cfg, err := parseFlags([]string{"-backend", "redis", "-addr", addr, "-algorithm", "sliding", "-duration", "300ms",
+		"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-timeout", "10s", "-json", "-policies", "3"})
+	require.NoError(t, err)
+	var out, progress bytes.Buffer
+	require.NoError(t, run(cfg, &out, &progress), progress.String())
+	var r result
+	require.NoError(t, json.NewDecoder(&out).Decode(&r))
+	require.Equal(t, 3, r.Policies)
+	require.Positive(t, r.Decisions)
+	require.Zero(t, r.OverAdmissions)
+	require.Zero(t, r.Errors)
+	require.InDelta(t, 1, r.RoundtripsPerDecision, 0.05, "one script a request, whatever the policies (%d requests)", r.Decisions)
+	_, err = parseFlags([]string{"-policies", "0"})
+	require.Error(t, err)
+}
