@@ -176,28 +176,6 @@ func masters(addrs []string) ([]*goredis.Client, error) {
 	return out, nil
 }
 
-// notDecisions are the commands INFO counts that are no client's round
-// trip for a decision: those the scripts call on the server (read from
-// their text, so that a script that learns a command cannot pass it off as
-// a round trip), and what a client sends once per connection or to learn a
-// cluster's layout.
-var notDecisions = func() map[string]bool {
-	m := map[string]bool{
-		"hello": true, "client": true, "cluster": true, "command": true, "ping": true, "role": true,
-		"info": true, // the report's own
-	}
-	for _, call := range scriptCall.FindAllStringSubmatch(script.Decide, -1) {
-		m[strings.ToLower(call[1])] = true
-	}
-	// A script's DEL moves state between layouts, which the bench's fresh
-	// keys never need; a client's DEL is a Reset: a round trip.
-	delete(m, "del")
-	return m
-}()
-
-// scriptCall is a command called by a Lua script: redis.call('ZADD', ...).
-var scriptCall = regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z_]+)['"]`)
-
 // commandStats reads INFO commandstats: calls and time per command, summed
 // over the masters of a cluster (nil for memory).
 func (b *target) commandStats() (map[string]serverinfo.Stat, error) {
@@ -236,23 +214,6 @@ func (b *target) cpuUsec() (int64, error) {
 // scriptUsec is the server's time in the scripts between two readings, µs.
 func scriptUsec(before, after map[string]serverinfo.Stat) int64 {
 	return serverinfo.Scripts(after).Usec - serverinfo.Scripts(before).Usec
-}
-
-// clientCommands is how many commands clients sent for decisions between
-// two readings: every call counted by the server but notDecisions and
-// those that failed. A failed call is the client's housekeeping, not a
-// decision's: an EVALSHA answered NOSCRIPT on a server that had not seen
-// the script yet (then EVAL runs it), which every goroutine meets on every
-// master at the start of a run; on a loaded machine, with few decisions,
-// they once counted as 0.09 round trips a decision on a cluster.
-func clientCommands(before, after map[string]serverinfo.Stat) int64 {
-	var n int64
-	for cmd, st := range after {
-		if !notDecisions[strings.SplitN(cmd, "|", 2)[0]] {
-			n += (st.Calls - st.Failed) - (before[cmd].Calls - before[cmd].Failed)
-		}
-	}
-	return n
 }
 
 // bytesPerKey measures the memory of one key's state after limit requests

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 )
 
 // admission is one admitted request: its key and the time it was decided at
@@ -199,7 +200,7 @@ func measure(cfg config, b *target, alg ratelimit.Algorithm, progress io.Writer)
 		if err != nil {
 			return res, err
 		}
-		res.RoundtripsPerDecision = math.Round(1000*float64(clientCommands(statsBefore, statsAfter))/float64(res.Decisions)) / 1000
+		res.RoundtripsPerDecision = math.Round(1000*float64(serverinfo.ClientCommands(statsBefore, statsAfter))/float64(res.Decisions)) / 1000
 		res.ServerUsPerDecision = math.Round(100*float64(scriptUsec(statsBefore, statsAfter))/float64(res.Decisions)) / 100
 		cpuAfter, err := b.cpuUsec()
 		if err != nil {

@@ -101,18 +101,18 @@ func TestShortRunOnTheMemoryStore(t *testing.T) {
 // calls themselves are not excluded.
 func TestRoundTripsLeaveOutTheScriptsOwnCommands(t *testing.T) {
 	for _, cmd := range []string{"zrange", "zcard", "hmget", "zadd", "time", "pexpire"} {
-		require.True(t, notDecisions[cmd], cmd)
+		require.True(t, serverinfo.NotClientCommand(cmd), cmd)
 	}
 	for _, cmd := range []string{"evalsha", "eval", "evalsha_ro", "script", "del"} {
-		require.False(t, notDecisions[cmd], cmd)
+		require.False(t, serverinfo.NotClientCommand(cmd), cmd)
 	}
 	before := map[string]serverinfo.Stat{"evalsha": {Calls: 10}, "zrange": {Calls: 3}}
 	after := map[string]serverinfo.Stat{"evalsha": {Calls: 15}, "eval": {Calls: 1}, "zrange": {Calls: 9}, "cluster|slots": {Calls: 2}}
-	require.Equal(t, int64(6), clientCommands(before, after))
+	require.Equal(t, int64(6), serverinfo.ClientCommands(before, after))
 	// An EVALSHA answered NOSCRIPT is no decision's: the EVAL after it is.
 	after["evalsha"] = serverinfo.Stat{Calls: 23, Failed: 8}
 	after["eval"] = serverinfo.Stat{Calls: 9}
-	require.Equal(t, int64(5+9), clientCommands(before, after))
+	require.Equal(t, int64(5+9), serverinfo.ClientCommands(before, after))
 }
 
 // A short run on a real server: round trips are measured on the server and

@@ -5,10 +5,13 @@ package serverinfo
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 // CommandCalls reads INFO commandstats: the calls of each command since the
@@ -97,4 +100,46 @@ func Scripts(stats map[string]Stat) Stat {
 		s.Usec += stats[cmd].Usec
 	}
 	return s
+}
+
+// notDecisions are the commands of NotClientCommand.
+var notDecisions = func() map[string]bool {
+	m := map[string]bool{
+		"hello": true, "client": true, "cluster": true, "command": true, "ping": true, "role": true,
+		"info": true, // the report's own
+	}
+	for _, call := range scriptCall.FindAllStringSubmatch(script.Decide, -1) {
+		m[strings.ToLower(call[1])] = true
+	}
+	// A script's DEL moves state between layouts, which the bench's fresh
+	// keys never need; a client's DEL is a Reset: a round trip.
+	delete(m, "del")
+	return m
+}()
+
+// scriptCall is a command called by a Lua script: redis.call('ZADD', ...).
+var scriptCall = regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z_]+)['"]`)
+
+// NotClientCommand reports whether cmd, as INFO commandstats names it, is no
+// client's command for a decision: one the scripts call on the server (read
+// from their text, so that a script that learns a command cannot pass it off
+// as a round trip), or one a client sends once per connection or to learn a
+// cluster's layout.
+func NotClientCommand(cmd string) bool { return notDecisions[strings.SplitN(cmd, "|", 2)[0]] }
+
+// ClientCommands is how many commands clients sent for decisions between
+// two readings (INFO commandstats, CommandStats): every call counted by the
+// server but those NotClientCommand names and those that failed. A failed call is the client's housekeeping, not a
+// decision's: an EVALSHA answered NOSCRIPT on a server that had not seen
+// the script yet (then EVAL runs it), which every goroutine meets on every
+// master at the start of a run; on a loaded machine, with few decisions,
+// they once counted as 0.09 round trips a decision on a cluster.
+func ClientCommands(before, after map[string]Stat) int64 {
+	var n int64
+	for cmd, st := range after {
+		if !NotClientCommand(cmd) {
+			n += (st.Calls - st.Failed) - (before[cmd].Calls - before[cmd].Failed)
+		}
+	}
+	return n
 }
