@@ -1,10 +1,10 @@
 // Command bench measures ratelimitd beside envoyproxy/ratelimit, the rate
 // limit service Envoy users run, in one run on one redis-server: the same
 // configuration (fixed windows), the same load (callers concurrent gRPC
-// clients, as Envoy is, cycling over values descriptor values), then
-// ratelimitd with the sliding log and GCRA on that load.
+// clients, as Envoy is, cycling over values descriptor values, descriptors
+// a request), then ratelimitd with the sliding log and GCRA on that load.
 //
-//	cd cmd/ratelimitd/bench && GOWORK=off go run . [-duration 3s] [-rounds 3]
+//	cd cmd/ratelimitd/bench && GOWORK=off go run . [-duration 3s] [-rounds 3] [-descriptors 3]
 //
 // This module stays out of go.work: envoyproxy/ratelimit's dependency graph
 // (and the Go version it asks for) must not reach the library's workspace.
@@ -27,25 +27,32 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 func main() {
 	duration := flag.Duration("duration", 3*time.Second, "load per measurement")
+	descriptors := flag.Int("descriptors", 1, "descriptors per request, each under a rule of its own with the same limit (1 to 16)")
 	rounds := flag.Int("rounds", 3, "measurements of each service, interleaved; medians are reported")
 	callers := flag.Int("callers", 64, "concurrent callers")
 	values := flag.Int("values", 1000, "descriptor values cycled over")
 	limit := flag.Int("limit", 10, "requests per hour per value: every value is asked more often, so both admit exactly limit*values")
 	redisAddr := flag.String("redis", "", "an existing redis-server (default: start one on a free port)")
 	flag.Parse()
-	if err := run(*duration, *rounds, *callers, *values, *limit, *redisAddr); err != nil {
+	if *descriptors < 1 || *descriptors > 16 {
+		fmt.Fprintln(os.Stderr, "bench: -descriptors: want 1 to 16")
+		os.Exit(2)
+	}
+	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, rounds, callers, values, limit int, redisAddr string) error {
+func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr string) error {
 	dir, err := os.MkdirTemp("", "ratelimitd-bench")
 	if err != nil {
 		return err
@@ -59,12 +66,13 @@ func run(duration time.Duration, rounds, callers, values, limit int, redisAddr s
 		defer srv.Stop()
 		redisAddr = srv.Addr
 	}
-	fmt.Printf("redis-server at %s; %d callers over %d values, %v per measurement, %d rounds (medians)\n", redisAddr, callers, values, duration, rounds)
+	fmt.Printf("redis-server at %s; %d callers over %d values, %d descriptors a request, %v per measurement, %d rounds (medians)\n",
+		redisAddr, callers, values, descriptors, duration, rounds)
 	bins, err := build(dir)
 	if err != nil {
 		return err
 	}
-	services, err := startAll(dir, bins, redisAddr, limit)
+	services, err := startAll(dir, bins, redisAddr, limit, descriptors)
 	if err != nil {
 		return err
 	}
@@ -76,7 +84,7 @@ func run(duration time.Duration, rounds, callers, values, limit int, redisAddr s
 	results := make([][]result, len(services))
 	for r := 0; r < rounds; r++ {
 		for i, s := range services {
-			res, err := measure(s, fmt.Sprintf("s%d-r%d", i, r), duration, callers, values)
+			res, err := measure(s, redisAddr, fmt.Sprintf("s%d-r%d", i, r), duration, callers, values, descriptors)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -115,17 +123,27 @@ type result struct {
 	p50, p99  time.Duration
 	admitted  int64
 	errors    int64
+	// commands is what the service sent the server per request: the
+	// scripts ratelimitd ran, the INCRBY and EXPIRE envoyproxy/ratelimit
+	// pipelines (INFO commandstats, less the scripts' own commands and
+	// failed calls).
+	commands float64
 }
 
 // measure runs the load on s for d: callers goroutines, each sending one
 // ShouldRateLimit after another, cycling over values (value v of round
 // run is "run-v", so each round starts from fresh counters).
-func measure(s *service, run string, d time.Duration, callers, values int) (result, error) {
+func measure(s *service, redisAddr, run string, d time.Duration, callers, values, descriptors int) (result, error) {
 	var admitted, failures atomic.Int64
 	var firstErr atomic.Value
 	lat := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
 	ctx := context.Background()
+	keys := descriptorKeys(descriptors)
+	before, err := commandStats(ctx, redisAddr)
+	if err != nil {
+		return result{}, err
+	}
 	began := time.Now()
 	deadline := began.Add(d)
 	for c := 0; c < callers; c++ {
@@ -134,9 +152,12 @@ func measure(s *service, run string, d time.Duration, callers, values int) (resu
 			defer wg.Done()
 			for i := 0; time.Now().Before(deadline); i++ {
 				v := (c + i*callers) % values
-				req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{
-					Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("%s-%d", run, v)}},
-				}}}
+				req := &rlsv3.RateLimitRequest{Domain: "bench"}
+				for _, k := range keys {
+					req.Descriptors = append(req.Descriptors, &rlv3.RateLimitDescriptor{
+						Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: k, Value: fmt.Sprintf("%s-%d", run, v)}},
+					})
+				}
 				t0 := time.Now()
 				res, err := s.client.ShouldRateLimit(ctx, req)
 				lat[c] = append(lat[c], time.Since(t0))
@@ -152,6 +173,10 @@ func measure(s *service, run string, d time.Duration, callers, values int) (resu
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
+	after, err := commandStats(ctx, redisAddr)
+	if err != nil {
+		return result{}, err
+	}
 	if e := firstErr.Load(); e != nil {
 		return result{}, fmt.Errorf("%d errors, the first: %v", failures.Load(), e)
 	}
@@ -168,7 +193,15 @@ func measure(s *service, run string, d time.Duration, callers, values int) (resu
 		p50:       all[len(all)/2],
 		p99:       all[len(all)*99/100],
 		admitted:  admitted.Load(),
+		commands:  float64(serverinfo.ClientCommands(before, after)) / float64(len(all)),
 	}, nil
+}
+
+// commandStats reads INFO commandstats of the server at addr.
+func commandStats(ctx context.Context, addr string) (map[string]serverinfo.Stat, error) {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	return serverinfo.CommandStats(ctx, c)
 }
 
 func report(services []*service, results [][]result, want int) {
@@ -184,7 +217,7 @@ func report(services []*service, results [][]result, want int) {
 	refRate := med(ref, func(r result) float64 { return r.perSecond })
 	refP50 := med(ref, func(r result) float64 { return float64(r.p50) })
 	refP99 := med(ref, func(r result) float64 { return float64(r.p99) })
-	fmt.Printf("\n%-44s %10s %9s %9s %8s %8s %8s  %s\n", "service (same redis-server, same load)", "decisions/s", "p50", "p99", "x rate", "x p50", "x p99", "admitted per round (exact: "+fmt.Sprint(want)+")")
+	fmt.Printf("\n%-44s %10s %9s %9s %8s %8s %8s %9s  %s\n", "service (same redis-server, same load)", "requests/s", "p50", "p99", "x rate", "x p50", "x p99", "cmds/req", "admitted per round (exact: "+fmt.Sprint(want)+")")
 	for i, s := range services {
 		rate := med(results[i], func(r result) float64 { return r.perSecond })
 		p50 := med(results[i], func(r result) float64 { return float64(r.p50) })
@@ -193,9 +226,12 @@ func report(services []*service, results [][]result, want int) {
 		for _, r := range results[i] {
 			adm = append(adm, fmt.Sprint(r.admitted))
 		}
-		fmt.Printf("%-44s %10.0f %9v %9v %8.2f %8.2f %8.2f  %s\n", s.name, rate,
+		cmds := med(results[i], func(r result) float64 { return r.commands })
+		fmt.Printf("%-44s %10.0f %9v %9v %8.2f %8.2f %8.2f %9.2f  %s\n", s.name, rate,
 			time.Duration(p50).Round(10*time.Microsecond), time.Duration(p99).Round(10*time.Microsecond),
-			rate/refRate, p50/refP50, p99/refP99, strings.Join(adm, " "))
+			rate/refRate, p50/refP50, p99/refP99, cmds, strings.Join(adm, " "))
 	}
 	fmt.Println("\nx rate, x p50, x p99: ratios to envoyproxy/ratelimit's in this run (rate above 1 and latencies below 1 are better).")
+	fmt.Println("cmds/req: commands sent to the server per request: ratelimitd's scripts (a near cache answers some requests with none),")
+	fmt.Println("envoyproxy/ratelimit's INCRBY and EXPIRE per descriptor, pipelined in one round trip.")
 }

@@ -36,9 +36,10 @@ func (s *service) stop() {
 	}
 }
 
-// config is the one configuration, in envoyproxy/ratelimit's format; alg
-// adds ratelimitd's extension ("" for fixed windows).
-func config(limit int, alg string) string {
+// config is the one configuration, in envoyproxy/ratelimit's format: a
+// rule of limit per hour for each of the descriptor keys; alg adds
+// ratelimitd's extension ("" for fixed windows).
+func config(limit int, alg string, keys []string) string {
 	extra := ""
 	if alg != "" {
 		extra = ", algorithm: " + alg
@@ -46,15 +47,28 @@ func config(limit int, alg string) string {
 			extra += ", burst: " + strconv.Itoa(limit)
 		}
 	}
-	return fmt.Sprintf("domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: %d%s}\n", limit, extra)
+	conf := "domain: bench\ndescriptors:\n"
+	for _, k := range keys {
+		conf += fmt.Sprintf("  - key: %s\n    rate_limit: {unit: hour, requests_per_unit: %d%s}\n", k, limit, extra)
+	}
+	return conf
+}
+
+// descriptorKeys are the keys of n descriptors: user, then d1, d2...
+func descriptorKeys(n int) []string {
+	keys := []string{"user"}
+	for i := 1; i < n; i++ {
+		keys = append(keys, "d"+strconv.Itoa(i))
+	}
+	return keys
 }
 
 // startAll starts the peer first (the reference of every ratio), then
 // ratelimitd with fixed windows (its defaults, then without the near cache),
 // the sliding log and GCRA.
-func startAll(dir string, bins map[string]string, redisAddr string, limit int) ([]*service, error) {
+func startAll(dir string, bins map[string]string, redisAddr string, limit, descriptors int) ([]*service, error) {
 	var out []*service
-	peer, err := startEnvoy(dir, bins["envoy"], redisAddr, limit)
+	peer, err := startEnvoy(dir, bins["envoy"], redisAddr, config(limit, "", descriptorKeys(descriptors)))
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +81,7 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit int) (
 		{"ratelimitd gcra", "gcra", "", "redis"},
 	} {
 		path := filepath.Join(dir, fmt.Sprintf("ratelimitd-%d.yaml", len(out)))
-		if err := os.WriteFile(path, []byte(config(limit, c.alg)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(config(limit, c.alg, descriptorKeys(descriptors))), 0o644); err != nil {
 			return nil, err
 		}
 		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-log-format", "json"}
@@ -115,12 +129,12 @@ func startRatelimitd(name, bin string, args []string) (*service, error) {
 	}
 }
 
-func startEnvoy(dir, bin, redisAddr string, limit int) (*service, error) {
-	conf := filepath.Join(dir, "runtime", "ratelimit", "config")
-	if err := os.MkdirAll(conf, 0o755); err != nil {
+func startEnvoy(dir, bin, redisAddr, conf string) (*service, error) {
+	confDir := filepath.Join(dir, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(conf, "bench.yaml"), []byte(config(limit, "")), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(confDir, "bench.yaml"), []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
 	ports, err := freePorts(3)
