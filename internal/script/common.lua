@@ -61,9 +61,27 @@ local function load(k2, k1, l2, fmt, read1)
   return false
 end
 
+-- quiet says a take is a TakeAll's: a denial writes nothing, not even the
+-- re-timing of state from the future that a Take's denial writes (see
+-- package backend: a TakeAll that does not admit every request records
+-- nothing, as a peek).
+local quiet = false
+
+-- pending, while a TakeAll defers the writes of its takes until every
+-- request is known to be admitted (decide.lua), holds them: save's
+-- arguments, with n their number.
+local pending
+
 -- save writes the state's numbers (...) with a TTL of ms, in the layout l2
--- says, and deletes the other key if the state came from it (moved).
+-- says, and deletes the other key if the state came from it (moved); while
+-- writes are deferred, it keeps them in pending.
 local function save(k2, k1, l2, moved, ms, fmt, write1, ...)
+  if pending then
+    local w = {k2, k1, l2, moved, ms, fmt, write1, ...}
+    w.n = 7 + select('#', ...)
+    pending[#pending + 1] = w
+    return
+  end
   if l2 then
     redis.call('SET', k2, struct.pack(fmt, ...), 'PX', ms)
   else

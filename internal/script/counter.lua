@@ -55,7 +55,7 @@ local function counter(k2, k1, l2, now, limit, window, _, cost, op, retain, slac
     else
       retry = start + window + fits_after(cur, limit - cost, window) - now
     end
-    write = write or (op == 'take' and future)
+    write = write or (op == 'take' and future and not quiet)
   elseif op == 'take' then
     cur, count, write = cur + cost, count + cost, true
   end

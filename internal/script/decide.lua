@@ -1,5 +1,6 @@
 -- One atomic step deciding one request, or several together (all admitted
--- and recorded, or none recorded).
+-- and recorded, or none recorded): a TakeAll, whose denials record
+-- nothing (as peeks).
 -- KEYS  per request, two keys: the log and its meta hash for 'sw', the
 --       state's key in layout 2 then in layout 1 for the others (see
 --       keys.go; one hash tag for all on a cluster)
@@ -36,23 +37,52 @@ local function decide(a, k, op)
   return allowed, count, reset_at, retry, now
 end
 
-if #ARGV == 10 then -- one request: the common case
+-- A take here is a TakeAll's: a denial writes nothing (quiet).
+quiet = true
+if #ARGV == 10 then -- one request: decided and, if admitted, recorded at once
   local allowed, count, reset_at, retry, now = decide(3, 1, ARGV[4])
   return {allowed, count, reset_at, retry, now}
 end
 
--- Several (TakeAll): peek at all; take all only if all would be admitted.
-local function all(op)
-  local out, k, every = {}, 1, true
-  for a = 3, #ARGV, 8 do
-    local allowed, count, reset_at, retry, now = decide(a, k, op)
-    k = k + 2
-    local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, count, reset_at, retry, now
-    every = every and allowed == 1
+-- Several (TakeAll): one pass deciding each request as a take whose writes
+-- wait in pending (the fixed window, the counter, GCRA: one save each) or,
+-- for a sliding log, whose many writes a take interleaves with its reads,
+-- as a peek to take again once known. If every one is admitted, the writes
+-- are made and the logs taken; otherwise nothing is written, and a request
+-- admitted in the pass is answered as a peek (a denial's answer is the
+-- same either way). The common admission costs one pass, not a peek and a
+-- take.
+local out, every, retake = {}, true, {}
+pending = {}
+local k = 1
+for a = 3, #ARGV, 8 do
+  local op = 'take'
+  if ARGV[a] == 'sw' then
+    op = 'peek'
+    retake[#retake + 1] = a
   end
-  return out, every
+  local allowed, count, reset_at, retry, now = decide(a, k, op)
+  k = k + 2
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, count, reset_at, retry, now
+  every = every and allowed == 1
 end
-local out, every = all('peek')
-if every then out = all('take') end
+local writes = pending
+pending = nil
+if every then
+  for _, w in ipairs(writes) do save(unpack(w, 1, w.n)) end
+  for _, a in ipairs(retake) do
+    local i = (a - 3) / 8 -- the request's index, from 0
+    local n = 5 * i
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = decide(a, 2 * i + 1, 'take')
+  end
+  return out
+end
+for a = 3, #ARGV, 8 do
+  local i = (a - 3) / 8
+  local n = 5 * i
+  if ARGV[a] ~= 'sw' and out[n + 1] == 1 then -- a take's answer: the peek's instead
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = decide(a, 2 * i + 1, 'peek')
+  end
+end
 return out

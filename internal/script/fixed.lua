@@ -31,7 +31,7 @@ local function fixed(k2, k1, l2, now, limit, window, _, cost, op, retain, slack)
   local retry = 0
   if not allowed then
     retry = reset_at - now
-    write = write or (op == 'take' and future)
+    write = write or (op == 'take' and future and not quiet)
   elseif op == 'take' then
     count, write = count + cost, true
   end

@@ -44,7 +44,7 @@ local function gcra(k2, k1, l2, now, burst, unit, drain, cost, op, retain, slack
   local retry = 0
   if not allowed then
     retry = ceildiv(level + cost * unit - capacity, drain)
-    write = write or (op == 'take' and future)
+    write = write or (op == 'take' and future and not quiet)
   elseif op == 'take' then
     level, write = level + cost * unit, true
   end

@@ -100,7 +100,7 @@ local function sliding(log, meta, _, now, limit, window, _, cost, op, retain, sl
   else
     count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
     if op == 'refund' and cost > count then return 2, count, 0, 0 end
-    if op ~= 'peek' then -- a take or a refund writes: re-time the future, prune
+    if op ~= 'peek' and not (quiet and op == 'take' and cost > limit - count) then -- a take or a refund writes: re-time the future, prune
       if newest and newest > now then
         local future = redis.call('ZRANGEBYSCORE', log, string.format('(%.0f', now), '+inf')
         for i = 1, #future, 256 do

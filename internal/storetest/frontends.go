@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
@@ -27,6 +30,7 @@ func FrontEnds(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	t.Run("several keys on one server: one script a request, each decision observed once", func(t *testing.T) {
 		multiOneScript(t, srv.Addr, newStore)
 	})
+	t.Run("TakeAll decides as the memory store does", func(t *testing.T) { TakeAllAsMemory(t, kind, newStore) })
 }
 
 // scripts counts the scripts the server at addr ran that did not fail.
@@ -137,5 +141,61 @@ func multiOneScript(t *testing.T, addr string, newStore NewStore) {
 		require.Equal(t, 12, d.Count, "policy %d's real count", i)
 		require.Equal(t, want, d.Remaining, "policy %d's real remaining quota", i)
 		require.True(t, d.ResetAt.After(d.At), "policy %d's real reset", i)
+	}
+}
+
+// TakeAllAsMemory decides random batches of one to four requests (keys,
+// prefixes, algorithms, costs and policies mixed, on a caller's clock that
+// moves on and sometimes back) through the server's TakeAll and the memory
+// store's, which passes the conformance kit: every outcome must be the
+// same. The script decides a batch in one pass whose writes wait until
+// every request is known to be admitted.
+func TakeAllAsMemory(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	srv := testserver.Own(t, kind)
+	store, ok := newStore(t, srv.Addr).(backend.MultiStore)
+	require.True(t, ok)
+	mem, err := memory.New(memory.WithSweepInterval(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0x7a11))
+	pre := prefix()
+	var rules []*backend.Rule
+	for i, p := range []ratelimit.Policy{
+		ratelimit.NewPolicy(ratelimit.SlidingWindow, 5, 100*time.Millisecond),
+		ratelimit.NewPolicy(ratelimit.SlidingWindow, 3, time.Second),
+		ratelimit.NewPolicy(ratelimit.FixedWindow, 4, 100*time.Millisecond),
+		ratelimit.NewPolicy(ratelimit.FixedWindow, 6, time.Second),
+		ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, 5, 100*time.Millisecond),
+		ratelimit.NewPolicy(ratelimit.SlidingWindowCounter, 3, time.Second),
+		ratelimit.TokenBucket(5, 100*time.Millisecond, 4),
+		ratelimit.TokenBucket(2, time.Second, 3),
+	} {
+		// Kept an hour: the server's TTLs run on real time, the requests
+		// on a clock of the test's, which a busy machine leaves behind.
+		rules = append(rules, ruleOf(t, fmt.Sprintf("%sr%d:", pre, i), p, time.Hour))
+	}
+	ctx, now := context.Background(), time.Now().UnixMicro()
+	for step := 0; step < 3000; step++ {
+		now += rng.Int64N(20_000) - 4_000
+		n := 1 + rng.IntN(4)
+		reqs := make([]backend.Request, 0, n)
+		used := map[string]bool{}
+		for len(reqs) < n {
+			rule := rules[rng.IntN(len(rules))]
+			key := fmt.Sprint("k", rng.IntN(3))
+			if used[rule.Prefix()+key] {
+				continue
+			}
+			used[rule.Prefix()+key] = true
+			reqs = append(reqs, backend.Request{Rule: rule, Key: key, Cost: 1 + rng.Int64N(rule.MaxCost()), Now: now})
+		}
+		got, want := make([]backend.Outcome, n), make([]backend.Outcome, n)
+		require.NoError(t, store.TakeAll(ctx, reqs, got), "step %d (seed %d)", step, seed)
+		require.NoError(t, mem.TakeAll(ctx, reqs, want))
+		for i := range reqs {
+			got[i].Life, want[i].Life = 0, 0 // the store's to use
+			require.Equal(t, want[i].Outcome, got[i].Outcome, "step %d, request %d of %d: %v on %s, cost %d (seed %d)", step, i, n, reqs[i].Rule, reqs[i].Key, reqs[i].Cost, seed)
+		}
 	}
 }
