@@ -29,11 +29,22 @@ func history(t *testing.T, addr string, newStore NewStore) {
 			defer wg.Done()
 			l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 5, 500*time.Millisecond), prefix(), ratelimit.WithRetention(10*time.Second))
 			ctx := context.Background()
+			var at []time.Time // when the server decided each
 			for i := 0; i < 5; i++ {
 				d, err := l.Allow(ctx, "user")
 				if !assertNoError(t, err) || !d.Allowed {
 					t.Errorf("%v: request %d of 5 denied", alg, i+1)
 					return
+				}
+				at = append(at, d.At)
+			}
+			// A fixed window keeps the count of the last 500ms window the
+			// five reached: all five, unless a loaded machine spread them
+			// over a boundary.
+			kept := 0
+			for _, a := range at {
+				if a.Truncate(500 * time.Millisecond).Equal(at[4].Truncate(500 * time.Millisecond)) {
+					kept++
 				}
 			}
 			if err := l.SetPolicy(ratelimit.NewPolicy(alg, 5, 10*time.Second)); err != nil {
@@ -45,11 +56,20 @@ func history(t *testing.T, addr string, newStore NewStore) {
 			if !assertNoError(t, err) {
 				return
 			}
-			if alg == ratelimit.GCRA { // at 5 per 10s, 2.5s drained 1.25 of the 5
+			switch {
+			case alg == ratelimit.GCRA: // at 5 per 10s, 2.5s drained 1.25 of the 5
 				if !d.Allowed || d.Count != 5 {
 					t.Errorf("%v: %+v, want admitted with a count of 5", alg, d)
 				}
-			} else if d.Allowed || d.Count != 5 {
+			case alg == ratelimit.FixedWindow && d.At.Truncate(10*time.Second).After(at[4].Truncate(500*time.Millisecond)):
+				if !d.Allowed || d.Count != 1 { // a loaded machine reached the next 10s window: a fresh count
+					t.Errorf("%v: %+v, want admitted with a count of 1 in a new 10s window", alg, d)
+				}
+			case alg == ratelimit.FixedWindow && kept < 5:
+				if !d.Allowed || d.Count != kept+1 {
+					t.Errorf("%v: %+v, want admitted with a count of %d: the %d of the last 500ms window are in the 10s window", alg, d, kept+1, kept)
+				}
+			case d.Allowed || d.Count != 5:
 				t.Errorf("%v: %+v, want denied with a count of 5: the history is in the 10s window", alg, d)
 			}
 		}()
