@@ -42,16 +42,18 @@ func (l *Limiter) take(ctx context.Context, c *compiled, req backend.Request) (D
 	sctx, cancel := l.budget(ctx, began)
 	out, err := l.store.Take(sctx, req)
 	cancel()
-	return l.settle(ctx, c, req, false, &out, err, began)
+	return l.settle(ctx, c, req, false, true, &out, err, began)
 }
 
-// peek asks the store what it would decide for req, and settles its answer.
-func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request) (Decision, error) {
+// peek asks the store what it would decide for req, and settles its answer;
+// observe says whether the observer sees it (a user's Peek), or not (Multi's
+// look before it decides: the decision it then makes is what is observed).
+func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request, observe bool) (Decision, error) {
 	began := time.Now()
 	sctx, cancel := l.budget(ctx, began)
 	out, err := l.store.Peek(sctx, req)
 	cancel()
-	return l.settle(ctx, c, req, true, &out, err, began)
+	return l.settle(ctx, c, req, true, observe, &out, err, began)
 }
 
 // budget is ctx bounded by the time budget from now (see budgetCtx), unless
@@ -71,8 +73,8 @@ func noCancel() {}
 
 // settle turns what the store said into what the caller gets: the failure
 // mode answers for a failed store, dry-run admits, and the observer sees it
-// all.
-func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, peek bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
+// all, if observe.
+func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, peek, observe bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
 	var d Decision
 	if err == nil {
 		d = decision(out, c.rule.MaxCost())
@@ -85,7 +87,7 @@ func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, 
 			d = Decision{Allowed: true, Limit: int(c.rule.MaxCost()), At: began, Source: SourceFailOpen}
 		}
 	}
-	if l.observer != nil {
+	if l.observer != nil && observe {
 		l.observer.Observe(ctx, Event{Name: l.name, Policy: c.policy, Key: req.Key, Cost: int(req.Cost), Peek: peek,
 			Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
 	}

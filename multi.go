@@ -44,8 +44,11 @@ type MultiDecision struct {
 	Decision
 	// Name is the deciding Limiter's name (WithName), e.g. "per-ip".
 	Name string
-	// Decisions are every Limiter's, in order; zero for the policies a
-	// denial kept Multi from asking.
+	// Decisions are every Limiter's, in order: for a denied request, what
+	// each policy holds (its peek) where the store told Multi; zero for the
+	// policies a denial kept Multi from asking (after the denying one, on
+	// a store that decides them one by one; or all but the denying one
+	// when a layer answered a known denial, as package nearcache does).
 	Decisions []Decision
 	// Policies are the policy each Limiter applied to its key, in order
 	// (its own, or its PolicyFunc's for the key).
@@ -112,11 +115,14 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 		}
 	}
 	if len(m.limiters) > 1 {
+		// The peeks are looks, not decisions: not observed. A denial
+		// reports the quota the policies looked at before it hold.
 		for i, l := range m.limiters {
-			d, err := l.peek(ctx, cs[i], reqs[i])
+			d, err := l.peek(ctx, cs[i], reqs[i], false)
 			if err != nil {
 				return MultiDecision{}, err
 			}
+			out.Decisions[i] = d // what it holds, should another deny
 			if !d.Allowed {
 				// Would deny: ask this policy alone, which records nothing
 				// on a denial and is the decision of record.
@@ -169,7 +175,7 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 		if err == nil && outs[i].At == 0 {
 			continue // not decided: a layer knew another policy's denial (see backend.MultiStore)
 		}
-		d, lerr := l.settle(ctx, cs[i], reqs[i], false, &outs[i], err, began)
+		d, lerr := l.settle(ctx, cs[i], reqs[i], false, true, &outs[i], err, began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr

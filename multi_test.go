@@ -3,11 +3,14 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 func TestMultiAdmitsOnlyWhenAllAdmit(t *testing.T) {
@@ -102,4 +105,45 @@ func TestMultiWithAFailedStore(t *testing.T) {
 		require.Equal(t, "broken", d.Name, "a failure mode's admission is the one to tell the caller about")
 		require.Equal(t, ratelimit.SourceFailOpen, d.Source)
 	}
+}
+
+// oneByOne is a store that cannot decide several requests together (as a
+// cluster's, for keys on different shards): Multi peeks, then takes.
+type oneByOne struct{ backend.Store }
+
+// On a store that decides one by one, each decision Multi makes is observed
+// once, and no peek: the peeks are looks. A denied request reports what
+// the policies looked at before the denying one hold. Multi's peeks were
+// observed as decisions: 96 events for 20 requests over three policies,
+// 52 of them peeks, and a denial reported the others as not asked.
+func TestMultiObservesEachDecisionOnce(t *testing.T) {
+	s, clock := newMemory(t)
+	var events, peeks atomic.Int64
+	observe := ratelimit.WithObserver(ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+		events.Add(1)
+		if e.Peek {
+			peeks.Add(1)
+		}
+	}))
+	var ls []*ratelimit.Limiter
+	for i, limit := range []int{30, 12, 30} {
+		l, err := ratelimit.New(oneByOne{s}, ratelimit.PerMinute(limit), ratelimit.WithCallerClock(clock), ratelimit.WithPrefix(fmt.Sprint("p", i, ":")), observe)
+		require.NoError(t, err)
+		ls = append(ls, l)
+	}
+	m, err := ratelimit.NewMulti(ls...)
+	require.NoError(t, err)
+	var last ratelimit.MultiDecision
+	for i := 0; i < 20; i++ {
+		last, err = m.Allow(context.Background(), "ip:1", "token:2", "tenant:3")
+		require.NoError(t, err)
+		require.Equal(t, i < 12, last.Allowed, "request %d", i)
+	}
+	require.Equal(t, int64(12*3+8), events.Load(), "three takes a request admitted, the denying take a request denied")
+	require.Zero(t, peeks.Load())
+	require.Equal(t, 12, last.Decisions[0].Count, "what the first policy holds")
+	require.Equal(t, 30-12, last.Decisions[0].Remaining)
+	require.Equal(t, 12, last.Decisions[1].Count, "the denial")
+	require.False(t, last.Decisions[1].Allowed)
+	require.Zero(t, last.Decisions[2], "not asked")
 }

@@ -194,7 +194,7 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.peek(ctx, c, req)
+	return l.peek(ctx, c, req, true)
 }
 
 // Refund gives back n of the quota key has in use, for a request that was
