@@ -254,16 +254,20 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 // evalScript decides req with op through the request's own script,
 // writing layout, as the stores do.
 func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op script.Op, layout int) (backend.Outcome, error) {
-	lua := script.For(req.Rule.Algorithm())
-	keys, args := script.Keys(req), toAny(script.Args(req, op, layout))
-	reply, err := c.EvalSha(ctx, lua.SHA1, keys, args...).Int64Slice()
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		reply, err = c.Eval(ctx, lua.Text, keys, args...).Int64Slice()
-	}
+	reply, err := eval(ctx, c, script.For(req.Rule.Algorithm()), script.Keys(req), toAny(script.Args(req, op, layout))).Int64Slice()
 	if err != nil {
 		return backend.Outcome{}, err
 	}
 	return script.Outcome(reply)
+}
+
+// eval runs lua by EVALSHA, or EVAL when the server does not have it yet.
+func eval(ctx context.Context, c *goredis.Client, lua *script.Lua, keys []string, args []any) *goredis.Cmd {
+	cmd := c.EvalSha(ctx, lua.SHA1, keys, args...)
+	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = c.Eval(ctx, lua.Text, keys, args...)
+	}
+	return cmd
 }
 
 // slowestScript is the longest script call in the server's SLOWLOG.

@@ -168,10 +168,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		if rng.IntN(4) == 0 {
 			lua = script.All
 		}
-		err := c.EvalSha(callCtx, lua.SHA1, keys, toAny(args)...).Err()
-		if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-			err = c.Eval(callCtx, lua.Text, keys, toAny(args)...).Err()
-		}
+		err := eval(callCtx, c, lua, keys, toAny(args)).Err()
 		cancel()
 		if err != nil {
 			requireAnswers(t, srv.Addr)
@@ -186,14 +183,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 	require.Empty(t, errs, "every call answers (seed %d)", seed)
 	require.Zero(t, pingErrs.Load(), "PINGs from another client that failed during the fuzz, of %d (seed %d)", pingN, seed)
 
-	slow, err := c.SlowLogGet(ctx, 1024).Result()
-	require.NoError(t, err)
-	var slowest time.Duration
-	for _, e := range slow {
-		if len(e.Args) > 0 && (e.Args[0] == "evalsha" || e.Args[0] == "eval" || e.Args[0] == "EVALSHA" || e.Args[0] == "EVAL") {
-			slowest = max(slowest, e.Duration)
-		}
-	}
+	slowest := slowestScript(ctx, t, c)
 	bound := slowMicros*time.Microsecond + late
 	t.Logf("%d calls; slowest script over %dµs: %v (bound %v: %dµs plus this process's worst timer lateness); %d pings answered",
 		calls, slowMicros, slowest, bound, slowMicros, pingN)
