@@ -18,15 +18,18 @@ import (
 // shares one store that can decide several requests atomically (a
 // backend.MultiStore: the memory store always; Redis and Valkey on a single
 // server whatever the keys, and on a cluster when every key lives in one
-// hash slot, as several policies on the same key do), the
-// whole decision is one atomic step and this holds exactly. Otherwise Multi first
-// peeks at every policy; when one would deny, it asks that policy alone (a
-// denial records nothing) and stops. Only when all would admit does it take
-// from each in turn: if another request takes the last quota of a later
-// policy between the peek and the take, the earlier policies have already
-// counted this request (at most its cost, once per such race). That is the
-// one guarantee the one-by-one path does not make; each policy on its own
-// never over-admits.
+// hash slot, as several policies on the same key do), the whole decision is
+// one atomic step and this holds exactly. On a cluster, keys of several hash
+// tags are decided by a script per tag, sent at once, in two steps (every
+// shard peeks, then every shard takes if all would admit): a race between
+// the steps counts a denied request against the other policies, as below.
+// Otherwise Multi first peeks at every policy; when one would deny, it asks
+// that policy alone (a denial records nothing) and stops. Only when all
+// would admit does it take from each in turn: if another request takes the
+// last quota of a later policy between the peek and the take, the earlier
+// policies have already counted this request (at most its cost, once per
+// such race). That is the one guarantee the one-by-one path does not make;
+// each policy on its own never over-admits.
 type Multi struct {
 	limiters []*Limiter
 	// atomic is the store every Limiter shares, when it is a MultiStore and

@@ -165,8 +165,15 @@ type MultiStore interface {
 	// ratelimit.Multi reports as policies it did not ask. Two requests on
 	// the same state (prefix, key and algorithm) are not supported. A
 	// store that cannot decide reqs atomically (on a server, keys on
-	// different shards) records nothing and returns an error wrapping
-	// errors.ErrUnsupported: the caller then decides them one by one.
+	// different shards) either records nothing and returns an error
+	// wrapping errors.ErrUnsupported (the caller then decides them one by
+	// one), or decides them in two steps, as the Redis and Valkey stores
+	// do on a cluster: every shard peeks at its requests, then, if all
+	// would admit, every shard takes its own together. A request that
+	// takes a shard's last quota between the steps makes that shard deny:
+	// outs then hold the others' takes (recorded: counted against them,
+	// at most the cost, once per such race) and that shard's denials;
+	// nothing is ever admitted over a limit.
 	TakeAll(ctx context.Context, reqs []Request, outs []Outcome) error
 }
 

@@ -42,6 +42,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -302,36 +303,61 @@ func noScript(words []any) {
 }
 
 // TakeAll implements backend.MultiStore: one EVALSHA for every request,
-// whatever their keys, on a single server; on a cluster or ring client, for requests on one
-// caller's key only (one hash tag), others being refused
-// (errors.ErrUnsupported).
+// whatever their keys, on a single server; on a cluster or ring client, one
+// for requests on one caller's key (one hash tag), and for keys of several
+// tags a script per tag, sent at once, in two steps (script.TakeApart: a
+// peek, then a take if every one would admit), or, with WithReplicaAck,
+// a refusal (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/redis", &err)
 	if err := script.CheckAll(reqs, outs); err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
 	keys, err := script.KeysAll(reqs, !s.routed)
+	if errors.Is(err, script.ErrApart) && s.ackReplicas == 0 {
+		err = script.TakeApart(ctx, reqs, outs, s.decideGroup)
+		if err != nil {
+			return fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("ratelimit/redis: %w", err)
 	}
+	if err := s.all(ctx, reqs, keys, script.Take, outs); err != nil {
+		return fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
+	}
+	return nil
+}
+
+// decideGroup is script.GroupDecider: one script for requests on one hash
+// tag.
+func (s *Store) decideGroup(ctx context.Context, reqs []backend.Request, op script.Op, outs []backend.Outcome) error {
+	keys, err := script.KeysAll(reqs, false)
+	if err != nil {
+		return err
+	}
+	return s.all(ctx, reqs, keys, op, outs)
+}
+
+// all runs the script of several requests on keys, with op, into outs.
+func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, outs []backend.Outcome) error {
 	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.MaxArgs), evalsha, allSHA, len(keys))
 	for _, k := range keys {
 		words = append(words, k)
 	}
-	words = append(words, s.args.ForAll(reqs)...)
+	words = append(words, s.args.ForAllOp(reqs, op)...)
 	var reply []int64
-	if s.ackReplicas > 0 {
+	var err error
+	if s.ackReplicas > 0 && op != script.Peek {
 		reply, err = s.runAcked(ctx, new(goredis.IntSliceCmd), words, reqs[0].Key)
 	} else {
 		reply, err = s.run(ctx, new(goredis.IntSliceCmd), words)
 	}
-	if err == nil {
-		err = script.Outcomes(reply, outs)
-	}
 	if err != nil {
-		return fmt.Errorf("ratelimit/redis: %w", script.WithContext(ctx, err))
+		return err
 	}
-	return nil
+	return script.Outcomes(reply, outs)
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every

@@ -417,3 +417,11 @@ func TestAGuardOverAStalledClusterKeepsTheBudget(t *testing.T) {
 func TestFrontEnds(t *testing.T) {
 	storetest.FrontEnds(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return redis.New(newClient(t, addr)) })
 }
+
+// Several policies on keys of several hash tags of a cluster, through
+// Multi: a script per tag, sent at once, each decision observed once.
+func TestMultiApartOnACluster(t *testing.T) {
+	storetest.MultiApart(t, testserver.GetCluster(t, testserver.RedisCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
+		return redis.New(clusterClient(t, addrs...))
+	})
+}

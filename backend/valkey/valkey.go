@@ -35,11 +35,11 @@ import (
 // not own the client: close the client when done.
 type Store struct {
 	client vk.Client
-	// ones are the scripts of one request by algorithm, all the one of
+	// ones are the scripts of one request by algorithm, allLua the one of
 	// TakeAll (script.For, script.All).
-	ones [4]*vk.Lua
-	all  *vk.Lua
-	args *script.ArgCache[string]
+	ones   [4]*vk.Lua
+	allLua *vk.Lua
+	args   *script.ArgCache[string]
 	// lastTimeout is when a call last timed out (Unix ns), 0 for never:
 	// for boundFor after it, calls are bounded by the store (see exec).
 	lastTimeout atomic.Int64
@@ -91,7 +91,7 @@ func (s *Store) exec(ctx context.Context, lua *vk.Lua, keys, args []string) ([]i
 func New(client vk.Client, opts ...Option) *Store {
 	s := &Store{
 		client: client,
-		all:    vk.NewLuaScript(script.All.Text),
+		allLua: vk.NewLuaScript(script.All.Text),
 		layout: script.DefaultLayout,
 	}
 	for alg := range s.ones {
@@ -151,8 +151,10 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 }
 
 // TakeAll implements backend.MultiStore: one EVALSHA for every request,
-// whatever their keys, on a single server; on a cluster client, for requests on one
-// caller's key only (one hash tag), others being refused
+// whatever their keys, on a single server; on a cluster client, one for
+// requests on one caller's key (one hash tag), and for keys of several tags
+// a script per tag, sent at once, in two steps (script.TakeApart: a peek,
+// then a take if every one would admit), or, with WithReplicaAck, a refusal
 // (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
@@ -160,22 +162,45 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
 	keys, err := script.KeysAll(reqs, s.client.Mode() != vk.ClientModeCluster)
+	if errors.Is(err, script.ErrApart) && s.ackReplicas == 0 {
+		err = script.TakeApart(ctx, reqs, outs, s.decideGroup)
+		if err != nil {
+			return fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}
-	var reply []int64
-	if s.ackReplicas > 0 {
-		reply, err = s.execAcked(ctx, script.All, keys, s.args.ForAll(reqs), reqs[0].Key)
-	} else {
-		reply, err = s.exec(ctx, s.all, keys, s.args.ForAll(reqs))
-	}
-	if err == nil {
-		err = script.Outcomes(reply, outs)
-	}
-	if err != nil {
+	if err := s.all(ctx, reqs, keys, script.Take, outs); err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
 	}
 	return nil
+}
+
+// decideGroup is script.GroupDecider: one script for requests on one hash
+// tag.
+func (s *Store) decideGroup(ctx context.Context, reqs []backend.Request, op script.Op, outs []backend.Outcome) error {
+	keys, err := script.KeysAll(reqs, false)
+	if err != nil {
+		return err
+	}
+	return s.all(ctx, reqs, keys, op, outs)
+}
+
+// all runs the script of several requests on keys, with op, into outs.
+func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, outs []backend.Outcome) error {
+	var reply []int64
+	var err error
+	if s.ackReplicas > 0 && op != script.Peek {
+		reply, err = s.execAcked(ctx, script.All, keys, s.args.ForAllOp(reqs, op), reqs[0].Key)
+	} else {
+		reply, err = s.exec(ctx, s.allLua, keys, s.args.ForAllOp(reqs, op))
+	}
+	if err != nil {
+		return err
+	}
+	return script.Outcomes(reply, outs)
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every

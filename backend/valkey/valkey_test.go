@@ -172,3 +172,11 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 func TestFrontEnds(t *testing.T) {
 	storetest.FrontEnds(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return valkey.New(newClient(t, addr)) })
 }
+
+// Several policies on keys of several hash tags of a cluster, through
+// Multi: a script per tag, sent at once, each decision observed once.
+func TestMultiApartOnACluster(t *testing.T) {
+	storetest.MultiApart(t, testserver.GetCluster(t, testserver.ValkeyCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
+		return valkey.New(clusterClient(t, addrs...))
+	})
+}

@@ -44,6 +44,18 @@ if #ARGV == 10 then -- one request: decided and, if admitted, recorded at once
   return {allowed, count, reset_at, retry, now}
 end
 
+-- Several peeked (the first step of TakeApart, apart.go): nothing written.
+if ARGV[4] == 'peek' then
+  local out, k = {}, 1
+  for a = 3, #ARGV, 8 do
+    local allowed, count, reset_at, retry, now = decide(a, k, 'peek')
+    k = k + 2
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, count, reset_at, retry, now
+  end
+  return out
+end
+
 -- Several (TakeAll): one pass deciding each request as a take whose writes
 -- wait in pending (the fixed window, the counter, GCRA: one save each) or,
 -- for a sliding log, whose many writes a take interleaves with its reads,

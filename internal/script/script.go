@@ -166,10 +166,14 @@ func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 }
 
 // ForAll returns the arguments of several requests taken together.
-func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T {
+func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T { return c.ForAllOp(reqs, Take) }
+
+// ForAllOp returns the arguments of several requests decided together with
+// op: Take (TakeAll) or Peek (every one peeked, nothing written).
+func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
 	args := append(make([]T, 0, 2+argsPerRequest*len(reqs)), c.slack, c.layout)
 	for _, req := range reqs {
-		args = c.appendArgs(args, req, Take)
+		args = c.appendArgs(args, req, op)
 	}
 	return args
 }
@@ -218,15 +222,15 @@ func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
 // KeysAll are the keys of several requests decided together, in the
 // script's order. On a cluster (anyKeys false) one script may touch them all
 // only if they share a hash tag: one caller's key under several policies;
-// otherwise it fails, wrapping errors.ErrUnsupported. A single server
-// (anyKeys) has no slots: any keys go together. Either way each request
-// must have state of its own.
+// otherwise it fails, wrapping ErrApart (and errors.ErrUnsupported: see
+// TakeApart). A single server (anyKeys) has no slots: any keys go together.
+// Either way each request must have state of its own (else
+// errors.ErrUnsupported).
 func KeysAll(reqs []backend.Request, anyKeys bool) ([]string, error) {
 	keys := make([]string, 0, 2*len(reqs))
+	apart := false
 	for i, req := range reqs {
-		if !anyKeys && req.Key != reqs[0].Key {
-			return nil, fmt.Errorf("keys %q and %q may live on different shards: %w", reqs[0].Key, req.Key, errors.ErrUnsupported)
-		}
+		apart = apart || req.Key != reqs[0].Key
 		for _, other := range reqs[:i] {
 			if other.Key == req.Key && other.Rule.Prefix() == req.Rule.Prefix() && other.Rule.Algorithm() == req.Rule.Algorithm() {
 				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
@@ -234,8 +238,15 @@ func KeysAll(reqs []backend.Request, anyKeys bool) ([]string, error) {
 		}
 		keys = AppendKeys(keys, req)
 	}
+	if apart && !anyKeys {
+		return nil, fmt.Errorf("%w: keys %q and others", ErrApart, reqs[0].Key)
+	}
 	return keys, nil
 }
+
+// ErrApart is KeysAll's error for requests on keys that may live on
+// different shards of a cluster. It wraps errors.ErrUnsupported.
+var ErrApart = fmt.Errorf("keys that may live on different shards: %w", errors.ErrUnsupported)
 
 // replyLen is the number of integers the script returns per request.
 const replyLen = 5

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -198,4 +199,78 @@ func TakeAllAsMemory(t *testing.T, kind testserver.Kind, newStore NewStore) {
 			require.Equal(t, want[i].Outcome, got[i].Outcome, "step %d, request %d of %d: %v on %s, cost %d (seed %d)", step, i, n, reqs[i].Rule, reqs[i].Key, reqs[i].Cost, seed)
 		}
 	}
+}
+
+// MultiApart: three policies on keys of three hash tags of a cluster (as
+// per-IP, per-token and per-tenant limits are), through Multi. Each group
+// is one script, the groups sent at once: a peek, then a take if every one
+// would admit (script.TakeApart). Each decision is observed once, none a
+// peek, and a denial reports the quota every policy holds. Under 16
+// concurrent callers nothing is admitted over any limit. Keys apart took
+// Multi's one-by-one path: 2N round trips one after another, each peek
+// observed as a decision.
+func MultiApart(t *testing.T, addrs []string, newStore NewClusterStore) {
+	ctx := context.Background()
+	store := newStore(t, addrs)
+	seen := &events{byName: map[string]int{}}
+	pre := prefix()
+	keys := []string{"ip:1", "token:2", "tenant:3"}
+	var ls []*ratelimit.Limiter
+	for i, limit := range []int{30, 12, 30} {
+		ls = append(ls, limiter(t, store, ratelimit.PerMinute(limit), pre, ratelimit.WithName(fmt.Sprint("p", i)), ratelimit.WithObserver(seen), clusterBudget))
+	}
+	m, err := ratelimit.NewMulti(ls...)
+	require.NoError(t, err)
+	var last ratelimit.MultiDecision
+	for i := 0; i < 20; i++ {
+		last, err = m.Allow(ctx, keys...)
+		require.NoError(t, err)
+		require.Equal(t, i < 12, last.Allowed, "request %d", i)
+	}
+	require.Equal(t, 60, seen.all, "each policy's decision observed once a request")
+	require.Zero(t, seen.peeks, "no peeks")
+	require.Equal(t, "p1", last.Name, "the policy that denies")
+	for i, want := range []int{30 - 12, 0, 30 - 12} {
+		d := last.Decisions[i]
+		require.Equal(t, 12, d.Count, "policy %d's real count", i)
+		require.Equal(t, want, d.Remaining, "policy %d's real remaining quota", i)
+	}
+
+	// Concurrent callers: the per-token limit (30) binds; races between
+	// the two steps may count a denied request against per-IP (50), never
+	// admit one over a limit.
+	perIP := limiter(t, store, ratelimit.PerMinute(50), pre+"race-ip:", clusterBudget)
+	perToken := limiter(t, store, ratelimit.PerMinute(30), pre+"race-token:", clusterBudget)
+	race, err := ratelimit.NewMulti(perIP, perToken)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				d, err := race.Allow(ctx, "10.0.0.1", "token-7")
+				if !assert.NoError(t, err) {
+					return
+				}
+				if d.Allowed {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ip, err := perIP.Peek(ctx, "10.0.0.1")
+	require.NoError(t, err)
+	token, err := perToken.Peek(ctx, "token-7")
+	require.NoError(t, err)
+	t.Logf("160 requests from 16 callers: %d admitted; per-IP counts %d, per-token %d", admitted, ip.Count, token.Count)
+	require.LessOrEqual(t, admitted, 30, "never over the per-token limit")
+	require.Equal(t, admitted, token.Count, "per-token counts what it admitted")
+	require.GreaterOrEqual(t, ip.Count, admitted, "per-IP counts every admission (and any request a race denied)")
+	require.LessOrEqual(t, ip.Count, 50)
 }

@@ -1,0 +1,87 @@
+package script
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// A cluster decides in one script only the keys of one hash tag. TakeApart
+// decides requests on keys of several tags (several shards, as per-user,
+// per-IP and per-tenant limits are) in two steps, each one script per tag,
+// the tags' scripts sent at once (one round trip per node, in parallel):
+//
+//  1. every group peeks (nothing written); if one would deny, the
+//     requests are answered so, and nothing is recorded;
+//  2. otherwise every group takes its requests together (each group all
+//     or nothing, atomically on its shard).
+//
+// Between the steps another request may take the last quota of one
+// group's key: that group then denies, and the other groups have taken
+// theirs. The caller is denied, and counted against those other policies
+// (at most its cost, once per such race), as ratelimit.Multi's one-by-one
+// path counts it; nothing is ever admitted over a limit.
+
+// GroupDecider decides the requests of one group (one hash tag) in one
+// script with op (Take: TakeAll; Peek), into outs.
+type GroupDecider func(ctx context.Context, reqs []backend.Request, op Op, outs []backend.Outcome) error
+
+// TakeApart decides reqs as described above, by the groups of their keys'
+// hash tags, with decide; outs as backend.MultiStore.TakeAll's, but that
+// after a race outs hold the takes of the groups that took and the denials
+// of the one that did not.
+func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, decide GroupDecider) error {
+	groups := map[string][]int{}
+	var order []string
+	for i, req := range reqs {
+		tag := Tag(req.Key)
+		if _, ok := groups[tag]; !ok {
+			order = append(order, tag)
+		}
+		groups[tag] = append(groups[tag], i)
+	}
+	all := true
+	if err := eachGroup(ctx, reqs, outs, groups, order, Peek, decide); err != nil {
+		return err
+	}
+	for i := range outs {
+		all = all && outs[i].Allowed
+	}
+	if !all {
+		return nil
+	}
+	return eachGroup(ctx, reqs, outs, groups, order, Take, decide)
+}
+
+// eachGroup runs decide on every group at once, with op, and gathers the
+// outcomes into outs; the first error, if any.
+func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, groups map[string][]int, order []string, op Op, decide GroupDecider) error {
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for g, tag := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer Recover("ratelimit", &errs[g]) // a client's panic, in this goroutine: an error
+			idx := groups[tag]
+			greqs, gouts := make([]backend.Request, len(idx)), make([]backend.Outcome, len(idx))
+			for j, i := range idx {
+				greqs[j] = reqs[i]
+			}
+			if errs[g] = decide(ctx, greqs, op, gouts); errs[g] == nil {
+				for j, i := range idx {
+					outs[i] = gouts[j]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if err != nil {
+			return fmt.Errorf("the requests on %q: %w", order[g], err)
+		}
+	}
+	return nil
+}
