@@ -179,6 +179,7 @@ var limiterScenarios = []scenario{
 	{"a cancelled context returns promptly with an error", cancelledContext},
 	{"a failure mode's decision says so and comes without an error", failureModeAnswers},
 	{"Multi: a denial takes nothing from the other policies", multiDenialTakesNothing},
+	{"Multi: every answer is the model's, each policy observed once", multiAnswersAsTheModel},
 	{"a policy per key applies at once with the key's history", policyPerKey},
 }
 

@@ -241,3 +241,64 @@ func multiDenialTakesNothing(t *testing.T, e *env) {
 		mustNoError(t, perTenant.Reset(ctx, keys[1]))
 	}
 }
+
+// multiAnswersAsTheModel drives ratelimit.Multi over three policies on
+// three keys of one store (per IP, per token, per tenant), however the store
+// decides several keys (one atomic step, a step per shard, or one by one):
+// every answer is the model's (its takes when all admit, its peeks when
+// one denies; zero for a policy a denial kept Multi from asking), and each
+// policy is observed at most once a request, never as a peek, the denying
+// one exactly once.
+func multiAnswersAsTheModel(t *testing.T, e *env) {
+	s, model, ctx := e.newStore(t), modelOf(NewModel()), context.Background()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	peeks := 0
+	observe := ratelimit.WithObserver(ratelimit.ObserverFunc(func(_ context.Context, ev ratelimit.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[ev.Name]++
+		if ev.Peek {
+			peeks++
+		}
+	}))
+	limits, keys := []int{3, 2, 3}, []string{"10.0.0.1", "token-7", "tenant-3"}
+	var ls []*ratelimit.Limiter
+	for i, limit := range limits {
+		ls = append(ls, e.limiterOn(s, limit, time.Minute, ratelimit.WithPrefix(e.namespace()+fmt.Sprint("multi", i, ":")),
+			ratelimit.WithName(fmt.Sprint("p", i)), observe))
+	}
+	m, err := ratelimit.NewMulti(ls...)
+	mustNoError(t, err)
+	for r := 1; r <= 3; r++ {
+		e.clock.Advance(time.Millisecond)
+		clear(seen)
+		got, err := m.Allow(ctx, keys...)
+		mustNoError(t, err)
+		mustEqual(t, r <= 2, got.Allowed, "request %d", r)
+		denier := -1
+		for i := range ls {
+			req := e.request(fmt.Sprint("multi", i, ":"), keys[i], e.policy(limits[i], time.Minute), 1)
+			want := model.Peek(req)
+			if r <= 2 {
+				want = model.Take(req)
+			}
+			if !want.Allowed && denier < 0 {
+				denier = i
+			}
+			d := got.Decisions[i]
+			if d == (ratelimit.Decision{}) && r == 3 && denier >= 0 && i > denier {
+				continue // not asked: a denial came first
+			}
+			mustDecide(t, want, d, "request %d, policy %d", r, i)
+			mustTrue(t, seen[fmt.Sprint("p", i)] <= 1, "request %d: policy %d observed %d times", r, i, seen[fmt.Sprint("p", i)])
+		}
+		if r == 3 {
+			mustEqual(t, "p1", got.Name, "the denying policy")
+			mustEqual(t, 1, seen["p1"], "the denial observed once")
+		} else {
+			mustEqual(t, map[string]int{"p0": 1, "p1": 1, "p2": 1}, seen, "request %d: each admission observed once", r)
+		}
+	}
+	mustZero(t, peeks, "Multi's looks are no decisions")
+}
