@@ -22,10 +22,12 @@ import (
 type bytesStore struct {
 	mu   sync.Mutex
 	rows map[row]saved
-	// The store's clock is real time, until the kit's Expire says how far
-	// its own clock has moved (ahead): from then on the store's clock is
-	// its creation plus ahead, and real time passing between the kit's
-	// steps (a busy machine) does not move it past the kit's.
+	// The store's clock is its creation time moved on by the monotonic
+	// clock (a wall clock can step back: a store must never decide a later
+	// request at an earlier time), until the kit's Expire says how far its
+	// own clock has moved (ahead): from then on it is its creation plus
+	// ahead, and real time passing between the kit's steps (a busy
+	// machine) does not move it past the kit's.
 	created  time.Time
 	ahead    time.Duration
 	expiring bool
@@ -38,7 +40,7 @@ func (s *bytesStore) now() time.Time {
 	if s.expiring {
 		return s.created.Add(s.ahead)
 	}
-	return time.Now()
+	return s.created.Add(time.Since(s.created))
 }
 
 // row names a key's state under one algorithm.
