@@ -158,34 +158,10 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 // (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
-	if err := script.CheckAll(reqs, outs); err != nil {
+	if err := script.TakeAll(ctx, reqs, outs, s.client.Mode() != vk.ClientModeCluster, s.ackReplicas == 0, s.all); err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
-	}
-	keys, err := script.KeysAll(reqs, s.client.Mode() != vk.ClientModeCluster)
-	if errors.Is(err, script.ErrApart) && s.ackReplicas == 0 {
-		err = script.TakeApart(ctx, reqs, outs, s.decideGroup)
-		if err != nil {
-			return fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("ratelimit/valkey: %w", err)
-	}
-	if err := s.all(ctx, reqs, keys, script.Take, outs); err != nil {
-		return fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
 	}
 	return nil
-}
-
-// decideGroup is script.GroupDecider: one script for requests on one hash
-// tag.
-func (s *Store) decideGroup(ctx context.Context, reqs []backend.Request, op script.Op, outs []backend.Outcome) error {
-	keys, err := script.KeysAll(reqs, false)
-	if err != nil {
-		return err
-	}
-	return s.all(ctx, reqs, keys, op, outs)
 }
 
 // all runs the script of several requests on keys, with op, into outs.

@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -23,6 +24,36 @@ import (
 // theirs. The caller is denied, and counted against those other policies
 // (at most its cost, once per such race), as ratelimit.Multi's one-by-one
 // path counts it; nothing is ever admitted over a limit.
+
+// Runner runs the script of several requests on keys (in the script's
+// order, KeysAll) with op (Take: TakeAll; Peek) into outs: what a store's
+// client does.
+type Runner func(ctx context.Context, reqs []backend.Request, keys []string, op Op, outs []backend.Outcome) error
+
+// TakeAll is backend.MultiStore's TakeAll for a store whose client runs the
+// script with run: one script for every request on a single server
+// (anyKeys) or for one hash tag; keys of several tags in two steps
+// (TakeApart) if apart, else refused (ErrApart, wrapping
+// errors.ErrUnsupported).
+func TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, anyKeys, apart bool, run Runner) error {
+	if err := CheckAll(reqs, outs); err != nil {
+		return err
+	}
+	keys, err := KeysAll(reqs, anyKeys)
+	switch {
+	case errors.Is(err, ErrApart) && apart:
+		return WithContext(ctx, TakeApart(ctx, reqs, outs, func(ctx context.Context, group []backend.Request, op Op, gouts []backend.Outcome) error {
+			keys, err := KeysAll(group, false)
+			if err != nil {
+				return err
+			}
+			return run(ctx, group, keys, op, gouts)
+		}))
+	case err != nil:
+		return err
+	}
+	return WithContext(ctx, run(ctx, reqs, keys, Take, outs))
+}
 
 // GroupDecider decides the requests of one group (one hash tag) in one
 // script with op (Take: TakeAll; Peek), into outs.
