@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit/backend"
 )
@@ -86,25 +87,23 @@ func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 	return eachGroup(ctx, reqs, outs, groups, order, Take, decide)
 }
 
-// eachGroup runs decide on every group at once, with op, and gathers the
-// outcomes into outs; the first error, if any.
+// maxParallel bounds the groups decided at once: a request may carry many
+// keys (a client controls how many descriptors it sends ratelimitd), and
+// each group in flight holds a goroutine and, in the client, a connection.
+const maxParallel = 64
+
+// eachGroup runs decide on every group, up to maxParallel at once, with op,
+// and gathers the outcomes into outs; the first error, if any.
 func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, groups map[string][]int, order []string, op Op, decide GroupDecider) error {
 	errs := make([]error, len(order))
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for g, tag := range order {
+	for range min(len(order), maxParallel) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer Recover("ratelimit", &errs[g]) // a client's panic, in this goroutine: an error
-			idx := groups[tag]
-			greqs, gouts := make([]backend.Request, len(idx)), make([]backend.Outcome, len(idx))
-			for j, i := range idx {
-				greqs[j] = reqs[i]
-			}
-			if errs[g] = decide(ctx, greqs, op, gouts); errs[g] == nil {
-				for j, i := range idx {
-					outs[i] = gouts[j]
-				}
+			for g := int(next.Add(1) - 1); g < len(order); g = int(next.Add(1) - 1) {
+				errs[g] = decideGroup(ctx, reqs, outs, groups[order[g]], op, decide)
 			}
 		}()
 	}
@@ -115,4 +114,20 @@ func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 		}
 	}
 	return nil
+}
+
+// decideGroup decides the requests of reqs at idx, writing their outcomes
+// into outs. A panic of the client, in this goroutine, is an error.
+func decideGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, idx []int, op Op, decide GroupDecider) (err error) {
+	defer Recover("ratelimit", &err)
+	greqs, gouts := make([]backend.Request, len(idx)), make([]backend.Outcome, len(idx))
+	for j, i := range idx {
+		greqs[j] = reqs[i]
+	}
+	if err = decide(ctx, greqs, op, gouts); err == nil {
+		for j, i := range idx {
+			outs[i] = gouts[j]
+		}
+	}
+	return err
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // A panic of the client comes back as an error wrapping ErrStore.
@@ -64,5 +68,39 @@ func TestTagIsTheHashTagOfEveryKey(t *testing.T) {
 		for _, k := range AllKeys("p{x}:", key) {
 			require.Equal(t, HashTag(k), Tag(key), "key %q, server key %q", key, k)
 		}
+	}
+}
+
+// TakeApart decides groups at most maxParallel at once, whatever the number
+// of keys a request carries (a client controls it), and gathers every
+// group's outcomes in the requests' order.
+func TestTakeApartBoundsTheGroupsInFlight(t *testing.T) {
+	rule, err := backend.NewRule(backend.FixedWindow, 5, time.Minute, 0, time.Minute, "p:")
+	require.NoError(t, err)
+	reqs := make([]backend.Request, 500)
+	for i := range reqs {
+		reqs[i] = backend.Request{Rule: rule, Key: fmt.Sprint("k", i), Cost: 1}
+	}
+	var inFlight, most atomic.Int64
+	var mu sync.Mutex
+	decide := func(_ context.Context, group []backend.Request, op Op, outs []backend.Outcome) error {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		mu.Lock()
+		most.Store(max(most.Load(), n))
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		for i, r := range group {
+			var k int64
+			fmt.Sscanf(r.Key, "k%d", &k)
+			outs[i] = backend.Outcome{Outcome: algorithm.Outcome{Allowed: true, Count: k, At: 1}}
+		}
+		return nil
+	}
+	outs := make([]backend.Outcome, len(reqs))
+	require.NoError(t, TakeApart(context.Background(), reqs, outs, decide))
+	require.LessOrEqual(t, most.Load(), int64(maxParallel), "groups in flight at once")
+	for i, o := range outs {
+		require.Equal(t, int64(i), o.Count, "request %d's outcome in its place", i)
 	}
 }
