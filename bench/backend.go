@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -39,8 +38,6 @@ type target struct {
 	// acked is a store on the same client whose writes wait for n
 	// replicas' acknowledgement (WithReplicaAck); nil for memory.
 	acked func(n int) backend.Store
-	// layout is the key layout the network stores write (-layout).
-	layout int
 }
 
 // ackTimeout is how long the -replicas runs wait for the replicas.
@@ -63,7 +60,7 @@ const valkeyFlushDelay = 50 * time.Microsecond
 // "redis-cluster", "valkey-cluster") on addr: one server's address, or the
 // comma-separated addresses of a cluster's nodes (which makes "redis" and
 // "valkey" cluster backends too); with no addr, on servers of its own.
-func openBackend(name, addr string, layout int, srvs *servers) (*target, error) {
+func openBackend(name, addr string, srvs *servers) (*target, error) {
 	if name == "memory" {
 		st, err := memory.New()
 		if err != nil {
@@ -91,7 +88,7 @@ func openBackend(name, addr string, layout int, srvs *servers) (*target, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &target{name: name, addr: addrs[0], cluster: cluster, layout: layout}
+	b := &target{name: name, addr: addrs[0], cluster: cluster}
 	closers := []func(){}
 	b.close = func() {
 		for _, c := range closers {
@@ -121,15 +118,15 @@ func openBackend(name, addr string, layout int, srvs *servers) (*target, error) 
 	case client == "redis" && cluster:
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true,
 			MinRetryBackoff: -1, MaxRetryBackoff: -1})
-		b.store, closers = redis.New(c, redis.WithLayout(layout)), append(closers, func() { _ = c.Close() })
+		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
 		b.acked = func(n int) backend.Store {
-			return redis.New(c, redis.WithLayout(layout), redis.WithReplicaAck(n, ackTimeout))
+			return redis.New(c, redis.WithReplicaAck(n, ackTimeout))
 		}
 	case client == "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
-		b.store, closers = redis.New(c, redis.WithLayout(layout)), append(closers, func() { _ = c.Close() })
+		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
 		b.acked = func(n int) backend.Store {
-			return redis.New(c, redis.WithLayout(layout), redis.WithReplicaAck(n, ackTimeout))
+			return redis.New(c, redis.WithReplicaAck(n, ackTimeout))
 		}
 	case client == "valkey":
 		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
@@ -137,9 +134,9 @@ func openBackend(name, addr string, layout int, srvs *servers) (*target, error) 
 			b.close()
 			return nil, fmt.Errorf("valkey client for %s: %w", addr, err)
 		}
-		b.store, closers = valkey.New(c, valkey.WithLayout(layout)), append(closers, c.Close)
+		b.store, closers = valkey.New(c), append(closers, c.Close)
 		b.acked = func(n int) backend.Store {
-			return valkey.New(c, valkey.WithLayout(layout), valkey.WithReplicaAck(n, ackTimeout))
+			return valkey.New(c, valkey.WithReplicaAck(n, ackTimeout))
 		}
 	}
 	return b, nil
@@ -262,9 +259,6 @@ func (b *target) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
 	var total int64
 	for _, k := range script.Keys(request(prefix, "one", l.Policy())) {
 		n, err := b.admin.MemoryUsage(ctx, k).Result()
-		if errors.Is(err, goredis.Nil) {
-			continue // the other layout's key
-		}
 		if err != nil {
 			return 0, fmt.Errorf("MEMORY USAGE %s: %w", k, err)
 		}
@@ -304,7 +298,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		}
 	}
 	args := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
-	args = append(args, script.Args(req, script.Take, b.layout)...)
+	args = append(args, script.Args(req, script.Take)...)
 	pipelines := []int{1}
 	if strings.HasPrefix(b.name, "valkey") {
 		pipelines = append(pipelines, 16)

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -25,14 +26,14 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		b.Run(alg.String(), func(b *testing.B) {
-			sc := goredis.NewScript(script.Decide)
+			sc := goredis.NewScript(script.For(backend.Algorithm(alg)).Text)
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				b.Fatal(err)
 			}
 			// The arguments of a decision under 100 per second, formatted once.
 			policy := ratelimit.NewPolicy(alg, 100, time.Second)
 			var args []any
-			for _, a := range script.Args(request("bare:", "0", policy), script.Take, script.DefaultLayout) {
+			for _, a := range script.Args(request("bare:", "0", policy), script.Take) {
 				args = append(args, a)
 			}
 			keys := make([][]string, 1000)

@@ -136,18 +136,18 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 	case "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
 		defer c.Close()
-		store = redis.New(c, redis.WithLayout(cfg.layout))
+		store = redis.New(c)
 	case "redis-cluster":
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
 		defer c.Close()
-		store = redis.New(c, redis.WithLayout(cfg.layout))
+		store = redis.New(c)
 	case "valkey", "valkey-cluster":
 		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
 		if err != nil {
 			return nil, err
 		}
 		defer c.Close()
-		store = valkey.New(c, valkey.WithLayout(cfg.layout))
+		store = valkey.New(c)
 	default:
 		return nil, fmt.Errorf("no fault run for %q", name)
 	}

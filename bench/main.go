@@ -8,7 +8,6 @@
 //	go run ./bench -algorithm gcra      # one of sliding, fixed, counter, gcra
 //	go run ./bench -backend all         # memory, redis and valkey (starts a throwaway server)
 //	go run ./bench -backend redis -addr 127.0.0.1:6379 -json
-//	go run ./bench -backend all -layout 2   # the Redis and Valkey stores writing key layout 2
 //	go run ./bench -plot burst.svg      # fixed vs sliding at a window boundary
 //	go run ./bench -backend redis -fault stall   # a server stalled mid-run, with and without guard
 //	go run ./bench -backend redis-cluster -fault stall  # one master of three stalled: the others stay exact
@@ -35,7 +34,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 type config struct {
@@ -54,7 +52,6 @@ type config struct {
 	nearcache   bool          // also run every backend behind a nearcache
 	replicas    int           // also run every network backend with its writes acknowledged by this many replicas
 	timeout     time.Duration // the Limiters' time budget
-	layout      int           // the key layout the network stores write
 	policies    int           // policies per request, each on its own key, decided together by Multi
 }
 
@@ -126,7 +123,6 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&cfg.abusive, "abusive", 0, "the share of requests (0 to 1) that go to one abusive key, denied nearly always")
 	fs.BoolVar(&cfg.nearcache, "nearcache", false, "also run every backend behind a nearcache of denials (rows named backend+nearcache)")
 	fs.IntVar(&cfg.replicas, "replicas", 0, "also run every network backend with its writes acknowledged by this many replicas (WithReplicaAck, rows named backend+ackN): a cluster backend, or -addr of a server with replicas")
-	fs.IntVar(&cfg.layout, "layout", script.DefaultLayout, fmt.Sprintf("the key layout the Redis and Valkey stores write: 1 (their default, the previous release's) or %d (less server time per decision)", script.Layout))
 	fs.IntVar(&cfg.policies, "policies", 1, "policies per request, each on a key of its own (user-1/p0, user-1/p1, ...), decided together through ratelimit.Multi: the cost of a request that several limits apply to")
 	fs.StringVar(&cfg.plot, "plot", "", "draw admitted requests per tenth of a window, fixed vs sliding, for a client bursting at a boundary, into this SVG file")
 	if err := fs.Parse(args); err != nil {
@@ -173,9 +169,6 @@ func parseFlags(args []string) (config, error) {
 	case cfg.fault != "" && *backend == "memory":
 		return cfg, errors.New("-fault needs a server: -backend redis, valkey, redis-cluster, valkey-cluster or all")
 	}
-	if !script.ValidLayout(cfg.layout) {
-		return cfg, fmt.Errorf("-layout %d: want 1 or %d", cfg.layout, script.Layout)
-	}
 	if cfg.concurrency < 1 || cfg.keys < 1 || cfg.duration <= 0 {
 		return cfg, errors.New("-concurrency, -keys and -duration must be positive")
 	}
@@ -196,7 +189,7 @@ func run(cfg config, stdout, progress io.Writer) error {
 	defer servers.stopAll()
 	byAlg := map[ratelimit.Algorithm][]result{}
 	for _, name := range cfg.backends {
-		b, err := openBackend(name, cfg.addr, cfg.layout, &servers)
+		b, err := openBackend(name, cfg.addr, &servers)
 		if err != nil {
 			return err
 		}

@@ -123,12 +123,12 @@ func TestShortRunOnAServer(t *testing.T) {
 	_, benchErr := exec.LookPath("redis-benchmark")
 	for _, name := range []string{"redis", "valkey"} {
 		t.Run(name, func(t *testing.T) {
-			alg, layout := "sliding", "1"
+			alg := "sliding"
 			if name == "valkey" {
-				alg, layout = "fixed", "2" // a layout 2 key: its bytes, one round trip a decision
+				alg = "fixed" // one packed key: its bytes, one round trip a decision
 			}
 			cfg, err := parseFlags([]string{"-backend", name, "-addr", addr, "-algorithm", alg, "-duration", "300ms",
-				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-timeout", "10s", "-json", "-layout", layout})
+				"-concurrency", "8", "-keys", "50", "-limit", "10", "-window", "100ms", "-timeout", "10s", "-json"})
 			require.NoError(t, err)
 			var out, progress bytes.Buffer
 			require.NoError(t, run(cfg, &out, &progress), progress.String())
@@ -154,7 +154,7 @@ func TestShortRunOnAServer(t *testing.T) {
 				require.Greater(t, r.BytesPerKey, int64(100), "MEMORY USAGE of a key holding 10 entries")
 				require.Less(t, r.BytesPerKey, int64(1500))
 			} else {
-				require.Positive(t, r.BytesPerKey, "MEMORY USAGE of the layout 2 key")
+				require.Positive(t, r.BytesPerKey, "MEMORY USAGE of the fixed window's key")
 				require.Less(t, r.BytesPerKey, int64(200), "one packed string")
 			}
 			if benchErr == nil {
@@ -287,8 +287,6 @@ func TestAnAbusiveKeyWithAndWithoutANearcache(t *testing.T) {
 	require.Less(t, trips["redis+nearcache"], 0.3, "the abusive key's denials are answered locally")
 	t.Logf("round trips per decision: %v", trips)
 	_, err = parseFlags([]string{"-abusive", "1.5"})
-	require.Error(t, err)
-	_, err = parseFlags([]string{"-layout", "3"})
 	require.Error(t, err)
 }
 

@@ -33,7 +33,7 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 			for _, a := range s.args.For(req, op) {
 				got = append(got, fmt.Sprint(a))
 			}
-			require.Equal(t, script.Args(req, op, script.DefaultLayout), got)
+			require.Equal(t, script.Args(req, op), got)
 		}
 	}
 }

@@ -93,16 +93,13 @@ type Store struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
-	// layout is the key layout the scripts write (WithLayout).
-	layout int
 }
 
 // New returns a Store deciding on client's server. It panics on an option
-// out of its bounds (WithReplicaAck, WithLayout), a mistake of the program.
+// out of its bounds (WithReplicaAck), a mistake of the program.
 func New(client Client, opts ...Option) *Store {
 	s := &Store{
 		client:         client,
-		layout:         script.DefaultLayout,
 		honoursContext: contextTimeoutEnabled(client),
 		readTimeout:    readTimeout(client),
 	}
@@ -120,10 +117,7 @@ func New(client Client, opts ...Option) *Store {
 	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
 		panic(fmt.Sprintf("ratelimit/redis: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
 	}
-	if !script.ValidLayout(s.layout) {
-		panic(fmt.Sprintf("ratelimit/redis: WithLayout(%d): want 1 or %d", s.layout, script.Layout))
-	}
-	s.args = script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }, s.layout)
+	s.args = script.NewArgs(func(n int64) any { return n }, func(s string) any { return s })
 	return s
 }
 
@@ -317,7 +311,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 
 // all runs the script of several requests on keys, with op, into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, outs []backend.Outcome) error {
-	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.MaxArgs), evalsha, allSHA, len(keys))
+	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.ArgsPerRequest), evalsha, allSHA, len(keys))
 	for _, k := range keys {
 		words = append(words, k)
 	}

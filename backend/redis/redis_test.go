@@ -42,13 +42,6 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(client(t)) })
 }
 
-// Stores writing layout 1 and layout 2 decide every key together, exactly
-// (storetest.Layouts).
-func TestLayouts(t *testing.T) {
-	c := client(t)
-	storetest.Layouts(t, func(t *testing.T, n int) storetest.Store { return redis.New(c, redis.WithLayout(n)) })
-}
-
 // A real one-node Redis Cluster: a script touching keys of two slots fails
 // there with CROSSSLOT, so the whole suite passing proves the hash tags.
 func TestConformanceOnACluster(t *testing.T) {

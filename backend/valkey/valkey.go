@@ -48,8 +48,6 @@ type Store struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
-	// layout is the key layout the scripts write (WithLayout).
-	layout int
 }
 
 // boundFor is how long after a timeout the store bounds its calls itself.
@@ -86,13 +84,12 @@ func (s *Store) exec(ctx context.Context, lua *vk.Lua, keys, args []string) ([]i
 }
 
 // New returns a Store deciding on client's server (standalone, sentinel or
-// cluster). It panics on an option out of its bounds (WithReplicaAck,
-// WithLayout), a mistake of the program.
+// cluster). It panics on an option out of its bounds (WithReplicaAck), a
+// mistake of the program.
 func New(client vk.Client, opts ...Option) *Store {
 	s := &Store{
 		client: client,
 		allLua: vk.NewLuaScript(script.All.Text),
-		layout: script.DefaultLayout,
 	}
 	for alg := range s.ones {
 		s.ones[alg] = vk.NewLuaScript(script.For(backend.Algorithm(alg)).Text)
@@ -103,10 +100,7 @@ func New(client vk.Client, opts ...Option) *Store {
 	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
 		panic(fmt.Sprintf("ratelimit/valkey: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
 	}
-	if !script.ValidLayout(s.layout) {
-		panic(fmt.Sprintf("ratelimit/valkey: WithLayout(%d): want 1 or %d", s.layout, script.Layout))
-	}
-	s.args = script.NewStringArgs(s.layout)
+	s.args = script.NewStringArgs()
 	return s
 }
 

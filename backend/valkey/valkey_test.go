@@ -37,13 +37,6 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(client(t)) })
 }
 
-// Stores writing layout 1 and layout 2 decide every key together, exactly
-// (storetest.Layouts).
-func TestLayouts(t *testing.T) {
-	c := client(t)
-	storetest.Layouts(t, func(t *testing.T, n int) storetest.Store { return valkey.New(c, valkey.WithLayout(n)) })
-}
-
 // On a real cluster, valkey-go panics on a command whose keys are in two
 // slots: WithPrefix("x{}:") once split a sliding key's two server keys over
 // two slots, and Allow panicked in the caller's goroutine. Prefixes are
@@ -109,7 +102,7 @@ func limiter(t *testing.T, s backend.Store, p ratelimit.Policy) *ratelimit.Limit
 }
 
 // Both backends share scripts, key names and the server clock: requests
-// through either count against one limit, whichever layout each writes.
+// through either count against one limit.
 func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	srv := testserver.Get(t, testserver.Valkey)
 	rc := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
@@ -117,8 +110,7 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 4, time.Hour) // no fixed window ends mid-test
-		// and each writes another layout: the state moves between them
-		viaValkey, viaRedis := limiter(t, valkey.New(client(t), valkey.WithLayout(2)), p), limiter(t, redis.New(rc), p)
+		viaValkey, viaRedis := limiter(t, valkey.New(client(t)), p), limiter(t, redis.New(rc), p)
 		for i := 1; i <= 4; i++ {
 			l := viaValkey
 			if i%2 == 0 {

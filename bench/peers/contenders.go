@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -154,30 +153,25 @@ var floorAddr string
 // networkMakers are the limiters on the server at addr: this library's
 // Redis (go-redis) and Valkey (valkey-go) backends under each algorithm, and
 // the peers' Redis stores, every one with 64 connections per CPU at most.
-// Ours write the key layout layout (named in the rows when not 1).
-func networkMakers(addr string, conns, layout int) []maker {
+func networkMakers(addr string, conns int) []maker {
 	floorAddr = addr
 	newGoRedis := func() *goredis.Client {
 		return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
 	}
-	suffix := ""
-	if layout != 1 {
-		suffix = fmt.Sprintf(" (layout %d)", layout)
-	}
 	var ms []maker
 	for _, alg := range ratelimit.Algorithms() {
-		ms = append(ms, ours("ratelimit redis "+alg.String()+suffix, alg, func() (backend.Store, func(), error) {
+		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c := newGoRedis()
-			return redis.New(c, redis.WithLayout(layout)), func() { _ = c.Close() }, nil
+			return redis.New(c), func() { _ = c.Close() }, nil
 		}))
 	}
 	for _, alg := range ratelimit.Algorithms() {
-		ms = append(ms, ours("ratelimit valkey "+alg.String()+suffix, alg, func() (backend.Store, func(), error) {
+		ms = append(ms, ours("ratelimit valkey "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, MaxFlushDelay: 50 * time.Microsecond})
 			if err != nil {
 				return nil, nil, err
 			}
-			return valkey.New(c, valkey.WithLayout(layout)), c.Close, nil
+			return valkey.New(c), c.Close, nil
 		}))
 	}
 	return append(ms,

@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -93,7 +92,6 @@ type config struct {
 	keys       int
 	goroutines int
 	json       bool
-	layout     int  // the key layout this library's network stores write
 	scripts    bool // measure the scripts' own time instead (scripts.go)
 }
 
@@ -106,7 +104,6 @@ func main() {
 	flag.IntVar(&c.keys, "keys", 1000, "keys the load is spread over")
 	flag.IntVar(&c.goroutines, "goroutines", 64, "goroutines of the parallel scenarios")
 	flag.BoolVar(&c.json, "json", false, "print JSON lines instead of tables")
-	flag.IntVar(&c.layout, "layout", 1, "the key layout this library's Redis and Valkey stores write: 1 (their default) or 2 (less server time)")
 	flag.BoolVar(&c.scripts, "scripts", false, "measure instead what each script itself costs the server per decision (many decisions in one EVAL, beside redis_rate's script), -rounds times, and report the fastest")
 	flag.Parse()
 	if err := run(c, os.Stdout, os.Stderr); err != nil {
@@ -125,12 +122,6 @@ func run(c config, out, progress io.Writer) error {
 	if c.rounds < 1 || c.keys < 1 || c.goroutines < 1 || c.duration <= 0 {
 		return fmt.Errorf("-rounds, -keys, -goroutines and -duration must be positive")
 	}
-	if c.layout == 0 {
-		c.layout = 1
-	}
-	if c.layout != 1 && c.layout != redis.Layout {
-		return fmt.Errorf("-layout %d: want 1 or %d", c.layout, redis.Layout)
-	}
 	var network []maker
 	if c.backend != "memory" {
 		addr := c.addr
@@ -147,7 +138,7 @@ func run(c config, out, progress io.Writer) error {
 		if c.scripts {
 			return runScripts(addr, c.rounds, out, progress)
 		}
-		network = networkMakers(addr, 64*runtime.GOMAXPROCS(0), c.layout)
+		network = networkMakers(addr, 64*runtime.GOMAXPROCS(0))
 	}
 	keys := make([]string, c.keys)
 	for i := range keys {

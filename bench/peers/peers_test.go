@@ -26,8 +26,7 @@ func TestMain(m *testing.M) { testserver.Main(m) }
 func TestEveryContenderAdmitsExactlyItsLimit(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
 	ctx := context.Background()
-	makers := append(memoryMakers(), networkMakers(srv.Addr, 4, 1)...)
-	makers = append(makers, networkMakers(srv.Addr, 4, 2)[:8]...) // ours (4 algorithms, 2 clients) writing layout 2
+	makers := append(memoryMakers(), networkMakers(srv.Addr, 4)...)
 	for i, m := range makers {
 		t.Run(m.name, func(t *testing.T) {
 			c, err := m.open(5, time.Hour, fmt.Sprintf("peers:test:%d:%d:", time.Now().UnixNano(), i))
@@ -73,7 +72,7 @@ func TestARunReportsEveryContenderAgainstItsReference(t *testing.T) {
 		rows := perScenario[sc.name]
 		want := len(memoryMakers())
 		if sc.network {
-			want = len(networkMakers(srv.Addr, 1, 1))
+			want = len(networkMakers(srv.Addr, 1))
 		}
 		require.Len(t, rows, want, sc.name)
 		for _, r := range rows {
@@ -118,7 +117,7 @@ func BenchmarkRedis(b *testing.B) {
 		if !sc.network {
 			continue
 		}
-		for i, m := range networkMakers(srv.Addr, 64*runtime.GOMAXPROCS(0), 1) {
+		for i, m := range networkMakers(srv.Addr, 64*runtime.GOMAXPROCS(0)) {
 			b.Run(strings.ReplaceAll(m.name, " ", "_"), func(b *testing.B) {
 				benchmark(b, sc, m, "peers:bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"+strconv.Itoa(i)+":")
 			})

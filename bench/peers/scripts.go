@@ -73,8 +73,8 @@ type loopScript struct {
 }
 
 // loopScripts are the references (return 1, a minimal fixed window,
-// go-redis/redis_rate's GCRA) and this library's scripts, each algorithm
-// writing either layout, at loopLimit per loopWindow.
+// go-redis/redis_rate's GCRA) and this library's scripts, at loopLimit per
+// loopWindow.
 func loopScripts(rateText string) []loopScript {
 	limit, ms := strconv.Itoa(loopLimit), strconv.FormatInt(loopWindow.Milliseconds(), 10)
 	ls := []loopScript{
@@ -84,26 +84,17 @@ func loopScripts(rateText string) []loopScript {
 		{name: redisRate, text: rateText, keys: []string{"rr:" + loopKey}, args: []string{limit, limit, strconv.FormatFloat(loopWindow.Seconds(), 'f', -1, 64), "1"}},
 	}
 	for _, alg := range ratelimit.Algorithms() {
-		for layout := 1; layout <= script.Layout; layout++ {
-			if alg == ratelimit.SlidingWindow && layout > 1 {
-				continue // one log in every layout
-			}
-			burst := int64(0)
-			if alg == ratelimit.GCRA {
-				burst = loopLimit
-			}
-			rule, err := backend.NewRule(backend.Algorithm(alg), loopLimit, loopWindow, burst, loopWindow, "ours:")
-			if err != nil {
-				panic(err) // a constant policy
-			}
-			req := backend.Request{Rule: rule, Key: loopKey, Cost: 1}
-			name := fmt.Sprintf("ratelimit %s, layout %d", alg, layout)
-			if alg == ratelimit.SlidingWindow {
-				name = "ratelimit sliding, layouts 1 and 2"
-			}
-			ls = append(ls, loopScript{name: name, text: script.For(backend.Algorithm(alg)).Text,
-				keys: script.Keys(req), args: script.Args(req, script.Take, layout)})
+		burst := int64(0)
+		if alg == ratelimit.GCRA {
+			burst = loopLimit
 		}
+		rule, err := backend.NewRule(backend.Algorithm(alg), loopLimit, loopWindow, burst, loopWindow, "ours:")
+		if err != nil {
+			panic(err) // a constant policy
+		}
+		req := backend.Request{Rule: rule, Key: loopKey, Cost: 1}
+		ls = append(ls, loopScript{name: "ratelimit " + alg.String(), text: script.For(backend.Algorithm(alg)).Text,
+			keys: script.Keys(req), args: script.Args(req, script.Take)})
 	}
 	return ls
 }

@@ -53,11 +53,7 @@ func TestEndToEndOnEveryStore(t *testing.T) {
 			// A budget far above a loaded machine's stalls: this test is about
 			// exactness, and a timeout would hand decisions to the guard's
 			// local fallback (tested on its own below).
-			args := []string{"-config", cfg, "-store", stores[name](t), "-timeout", "10s"}
-			if name == "valkey" || name == "redis cluster" {
-				args = append(args, "-layout", "2") // the others write the default, 1
-			}
-			d := start(t, args...)
+			d := start(t, "-config", cfg, "-store", stores[name](t), "-timeout", "10s")
 			run := fmt.Sprintf("%d", time.Now().UnixNano()) // keys of this run only, on a shared server
 			want := map[string]int{"fixed": 7, "sliding": 5, "counter": 6, "gcra": 4}
 			const users, callers = 8, 64

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/ratelimit-go/ratelimit/backend/redis"
 )
 
 // options are the command line's; each flag may also come from the
@@ -23,7 +21,6 @@ type options struct {
 	instances int
 	noGuard   bool
 	nearCache int
-	layout    int
 	timeout   time.Duration
 	drain     time.Duration
 	reload    time.Duration
@@ -45,7 +42,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.instances, "instances", 1, "ratelimitd instances sharing the store: while it is down, each decides Limit/instances locally")
 	fs.BoolVar(&o.noGuard, "no-guard", false, "on a server store, fail (Envoy's failure_mode_deny decides) instead of deciding locally while the store is down")
 	fs.IntVar(&o.nearCache, "near-cache", 10_000, "on a server store, denials answered in process until they expire (keys; 0: none)")
-	fs.IntVar(&o.layout, "layout", 1, fmt.Sprintf("on a Redis or Valkey store, the key layout written: 1 (the previous release's, which it reads) or %d (less server time; once no older instance runs)", redis.Layout))
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
@@ -74,8 +70,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
-	case o.layout != 1 && o.layout != redis.Layout:
-		return o, fmt.Errorf("%w: -layout %d: want 1 or %d", errUsage, o.layout, redis.Layout)
 	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0:
 		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain and -reload-every cannot be negative (-timeout not 0)", errUsage)
 	}

@@ -19,12 +19,11 @@ func TestFlagsComeFromTheCommandLineOrTheEnvironment(t *testing.T) {
 	o, err := parseFlags([]string{"-config", "c.yaml"}, env(nil), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, options{config: "c.yaml", grpcAddr: ":8081", httpAddr: ":8080", store: "memory", instances: 1,
-		nearCache: 10_000, layout: 1, timeout: 100 * time.Millisecond, drain: 10 * time.Second, reload: time.Second}, o, "the defaults")
+		nearCache: 10_000, timeout: 100 * time.Millisecond, drain: 10 * time.Second, reload: time.Second}, o, "the defaults")
 
 	o, err = parseFlags([]string{"-instances", "3"}, env(map[string]string{
 		"RATELIMITD_CONFIG": "/etc/rl", "RATELIMITD_STORE": "redis://r:6379", "RATELIMITD_INSTANCES": "9",
 		"RATELIMITD_NEAR_CACHE": "0", "RATELIMITD_NO_GUARD": "true", "RATELIMITD_LOG_LEVEL": "debug", "RATELIMITD_LOG_FORMAT": "json",
-		"RATELIMITD_LAYOUT": "2",
 	}), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "/etc/rl", o.config)
@@ -32,7 +31,6 @@ func TestFlagsComeFromTheCommandLineOrTheEnvironment(t *testing.T) {
 	assert.Equal(t, 3, o.instances, "the command line wins")
 	assert.Zero(t, o.nearCache)
 	assert.True(t, o.noGuard)
-	assert.Equal(t, 2, o.layout)
 	assert.Equal(t, slog.LevelDebug, o.logLevel)
 	assert.True(t, o.logJSON)
 }
@@ -48,7 +46,6 @@ func TestABadCommandLineIsAUsageError(t *testing.T) {
 		"no instances":      {[]string{"-config", "c", "-instances", "0"}, nil},
 		"a negative cache":  {[]string{"-config", "c", "-near-cache", "-1"}, nil},
 		"a zero timeout":    {[]string{"-config", "c", "-timeout", "0s"}, nil},
-		"an unknown layout": {[]string{"-config", "c", "-layout", "3"}, nil},
 		"a bad level":       {[]string{"-config", "c", "-log-level", "loud"}, nil},
 		"a bad format":      {[]string{"-config", "c", "-log-format", "xml"}, nil},
 		"a bad environment": {[]string{"-config", "c"}, map[string]string{"RATELIMITD_INSTANCES": "many"}},

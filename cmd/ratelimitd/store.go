@@ -76,7 +76,7 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 		}
 		c := goredis.NewClient(opt)
 		s.closers = append(s.closers, c.Close)
-		server = redis.New(c, redis.WithLayout(o.layout))
+		server = redis.New(c)
 	case "redis-cluster", "rediss-cluster":
 		opt, err := goredis.ParseClusterURL(clusterURL(u))
 		if err != nil {
@@ -84,7 +84,7 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 		}
 		c := goredis.NewClusterClient(opt)
 		s.closers = append(s.closers, c.Close)
-		server = redis.New(c, redis.WithLayout(o.layout))
+		server = redis.New(c)
 	case "valkey", "valkeys":
 		opt, err := vk.ParseURL(clusterURL(u))
 		if err != nil {
@@ -95,7 +95,7 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 			return nil, fmt.Errorf("%w: %w", backend.ErrStore, err)
 		}
 		s.closers = append(s.closers, func() error { c.Close(); return nil })
-		server = valkey.New(c, valkey.WithLayout(o.layout))
+		server = valkey.New(c)
 	default:
 		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster or valkey", errStoreURL, u.Scheme)
 	}

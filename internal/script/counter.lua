@@ -1,74 +1,72 @@
--- Sliding window counter.
--- k2  layout 2: a string, the doubles start of the stored window (µs), the
---     previous window's count and the current one's
--- k1  layout 1: a string "start:prev:cur"
-local function counter1_read(k1)
-  local v = redis.call('GET', k1)
-  if v then
-    local s, p, c = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
-    return tonumber(s) or 0 / 0, tonumber(p), tonumber(c)
+-- Sliding window counter. ka: a string, the doubles start of the stored
+-- window (µs), the previous window's count and the current one's. p1, p2:
+-- limit, window (µs). The previous window weighs the part of it the sliding
+-- window still covers, in thousandths: ceil((window - e) * 1000 / window)
+-- at e µs into the current one, its count ceil(prev * that / 1000). A count
+-- p weighs at most m from e = window - floor(floor(m * 1000 / p) * window /
+-- 1000) into its next window on (0 once p <= m).
+local limit, window = p1, p2
+local v = redis.pcall('GET', ka)
+if type(v) == 'table' then -- an error: a key of another type is no state
+  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then error(v) end
+  redis.call('DEL', ka)
+  v = false
+end
+local start, prev, cur
+if v and #v == 24 then start, prev, cur = struct.unpack('<ddd', v) end
+local future = false
+if not (start and start >= 0 and start <= max_time and start % 1 == 0 and prev >= 0 and prev <= max_count and prev % 1 == 0
+    and cur >= 0 and cur <= max_count and cur % 1 == 0) then
+  start, prev, cur = now - math.fmod(now, window), 0, 0
+elseif start > now then
+  start, future = now - math.fmod(now, window), true -- from the future: moved to now's window
+elseif now < start + window then
+  -- the stored window
+elseif now < start + 2 * window then
+  start, prev, cur = start + window, cur, 0
+else
+  start, prev, cur = now - math.fmod(now, window), 0, 0
+end
+local covered = math.floor(((window - (now - start)) * 1000 + window - 1) / window)
+local write = false
+if op == 'refund' then
+  if cost > cur + prev then return {2, math.floor((prev * covered + 999) / 1000) + cur, 0, 0, now} end
+  local from_cur = math.min(cost, cur)
+  cur, prev = cur - from_cur, prev - (cost - from_cur)
+  cost, op, write = 1, 'peek', true
+end
+local wp = math.floor((prev * covered + 999) / 1000) -- the previous window's weight
+local count = wp + cur
+local allowed = cost <= limit - count
+local retry = 0
+if not allowed then
+  local m = limit - cur - cost
+  if m >= 0 then -- when the previous window weighs m at most
+    local e = 0
+    if prev > m then e = window - math.floor(math.floor(m * 1000 / prev) * window / 1000) end
+    retry = start + e - now
+  else -- when the current window, become the previous one, weighs limit - cost at most
+    m = limit - cost
+    local e = window -- never (a cost over the limit): once it has slid out
+    if cur <= m then e = 0 elseif m >= 0 then e = window - math.floor(math.floor(m * 1000 / cur) * window / 1000) end
+    retry = start + window + e - now
   end
+  write = write or (op == 'take' and future and not quiet)
+elseif op == 'take' then
+  cur, count, write = cur + cost, count + cost, true
 end
-
-local function counter1_write(k1, ms, start, prev, cur)
-  redis.call('SET', k1, string.format('%.0f:%.0f:%.0f', start, prev, cur), 'PX', ms)
-end
-
-local function covered(e, window) return ceildiv((window - e) * 1000, window) end
-local function weighted(p, k) return ceildiv(p * k, 1000) end
-local function fits_after(p, m, window) -- the first e at which weighted(p, covered(e)) <= m
-  if p <= m then return 0 end
-  if m < 0 then return window end -- never (a cost over the limit): when p has slid out
-  local a = math.floor(m * 1000 / p)
-  return window - math.floor(a * window / 1000)
-end
-
-local function counter(k2, k1, l2, now, limit, window, _, cost, op, retain, slack)
-  local moved, start, prev, cur = load(k2, k1, l2, '<ddd', counter1_read)
-  if start and not (valid(start, 0, max_time) and valid(prev, 0, max_count) and valid(cur, 0, max_count)) then start = nil end
-  local future = false
-  if not start then
-    start, prev, cur = aligned(now, window), 0, 0
-  elseif start > now then
-    start, future = aligned(now, window), true -- from the future: moved to now's window
-  elseif now < start + window then
-    -- the stored window
-  elseif now < start + 2 * window then
-    start, prev, cur = start + window, cur, 0
+if write then
+  local ms = math.max(math.floor((start + 2 * window - now + 999) / 1000), retain) + slack
+  if pending then
+    pending[#pending + 1] = {ka, struct.pack('<ddd', start, prev, cur), ms}
   else
-    start, prev, cur = aligned(now, window), 0, 0
+    redis.call('SET', ka, struct.pack('<ddd', start, prev, cur), 'PX', ms)
   end
-  local write = false
-  if op == 'refund' then
-    if cost > cur + prev then return 2, weighted(prev, covered(now - start, window)) + cur, 0, 0 end
-    local from_cur = math.min(cost, cur)
-    cur, prev = cur - from_cur, prev - (cost - from_cur)
-    cost, op, write = 1, 'peek', true
-  end
-  local count = weighted(prev, covered(now - start, window)) + cur
-  local allowed = cost <= limit - count
-  local retry = 0
-  if not allowed then
-    local m = limit - cur - cost
-    if m >= 0 then
-      retry = start + fits_after(prev, m, window) - now
-    else
-      retry = start + window + fits_after(cur, limit - cost, window) - now
-    end
-    write = write or (op == 'take' and future and not quiet)
-  elseif op == 'take' then
-    cur, count, write = cur + cost, count + cost, true
-  end
-  if write then
-    save(k2, k1, l2, moved, ttl(start + 2 * window - now, retain, slack), '<ddd', counter1_write, start, prev, cur)
-  end
-  local reset_at = now
-  local wp = weighted(prev, covered(now - start, window))
-  if wp > 0 then
-    reset_at = start + fits_after(prev, wp - 1, window)
-  elseif cur > 0 then
-    reset_at = start + window + fits_after(cur, cur - 1, window)
-  end
-  return allowed and 1 or 0, count, reset_at, retry
 end
-
+local reset_at = now -- when the count falls by one
+if wp > 0 then
+  reset_at = start + window - math.floor(math.floor((wp - 1) * 1000 / prev) * window / 1000)
+elseif cur > 0 then
+  reset_at = start + 2 * window - math.floor(math.floor((cur - 1) * 1000 / cur) * window / 1000)
+end
+return {allowed and 1 or 0, count, reset_at, retry, now}

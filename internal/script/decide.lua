@@ -1,27 +1,21 @@
--- One atomic step deciding one request, or several together (all admitted
--- and recorded, or none recorded): a TakeAll, whose denials record
--- nothing (as peeks).
--- KEYS  per request, two keys: the log and its meta hash for 'sw', the
---       state's key in layout 2 then in layout 1 for the others (see
---       keys.go; one hash tag for all on a cluster)
--- ARGV  slack (ms), the layout to write ('1' | '2'), then 8 per request:
---       algorithm ('sw' | 'fw' | 'swc' | 'gcra'), op ('take' | 'peek' |
---       'refund'), now (µs, or '' for the server's TIME), cost, retention
---       (ms), then the policy: limit and window (µs), or for 'gcra' burst,
---       unit and drain (algorithm.Rate)
--- Returns 5 integers per request: allowed (0 | 1; 2 for a refused refund),
---       count, reset_at (µs), retry_after (µs), now (µs)
--- (algorithms.lua comes first.)
-local slack, l2 = tonumber(ARGV[1]), ARGV[2] == '2'
-
+-- Several requests in one atomic step (TakeAll): all admitted and
+-- recorded, or none recorded; or several peeked (ARGV[1] == 'peek': the
+-- first step of TakeApart, apart.go). A take here is a TakeAll's: a denial
+-- writes nothing (quiet).
+-- KEYS  per request, its keys (one; the log and its meta for a sliding log:
+--       keys.go; on a cluster, one hash tag for all)
+-- ARGV  8 per request: algorithm ('sw' | 'fw' | 'swc' | 'gcra'), then
+--       one.lua's ARGV, the policy's third number '' but for GCRA
+-- Returns 5 integers per request, as one.lua's reply
+-- (the algorithms' functions come first: script.go.)
+quiet = true
 local server_now -- read once: every request of one step is decided at one time
 
 -- decide decides the request whose arguments start at ARGV[a] and whose keys
--- are KEYS[k] and KEYS[k + 1], with op. It returns allowed, count, reset_at,
--- retry_after and now.
+-- start at KEYS[k], with op, and returns its answer and the index of the
+-- next request's first key.
 local function decide(a, k, op)
-  local alg, now, cost, retain = ARGV[a], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local p1, p2, p3 = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+  local alg, now = ARGV[a], tonumber(ARGV[a + 2])
   local own_clock = not now
   if own_clock then
     if not server_now then
@@ -31,70 +25,61 @@ local function decide(a, k, op)
     end
     now = server_now
   end
+  local cost, retain = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local p1, p2, p3 = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+  if alg == 'sw' then
+    return sliding(KEYS[k], KEYS[k + 1], op, now, cost, retain, p1, p2, own_clock), k + 2
+  end
   local fn = counter
-  if alg == 'sw' then fn = sliding elseif alg == 'fw' then fn = fixed elseif alg == 'gcra' then fn = gcra end
-  local allowed, count, reset_at, retry = run(fn, KEYS[k], KEYS[k + 1], l2, now, p1, p2, p3, cost, op, retain, slack, own_clock)
-  return allowed, count, reset_at, retry, now
+  if alg == 'fw' then fn = fixed elseif alg == 'gcra' then fn = gcra end
+  return fn(KEYS[k], op, now, cost, retain, p1, p2, p3, own_clock), k + 1
 end
 
--- A take here is a TakeAll's: a denial writes nothing (quiet).
-quiet = true
-if #ARGV == 10 then -- one request: decided and, if admitted, recorded at once
-  local allowed, count, reset_at, retry, now = decide(3, 1, ARGV[4])
-  return {allowed, count, reset_at, retry, now}
-end
+-- One request: decided and, if admitted, recorded at once.
+if #ARGV == 8 then return (decide(1, 1, ARGV[2])) end
 
--- Several peeked (the first step of TakeApart, apart.go): nothing written.
-if ARGV[4] == 'peek' then
-  local out, k = {}, 1
-  for a = 3, #ARGV, 8 do
-    local allowed, count, reset_at, retry, now = decide(a, k, 'peek')
-    k = k + 2
-    local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, count, reset_at, retry, now
+local out, k = {}, 1
+
+-- Several peeked: nothing written.
+if ARGV[2] == 'peek' then
+  for a = 1, #ARGV, 8 do
+    local o
+    o, k = decide(a, k, 'peek')
+    for j = 1, 5 do out[#out + 1] = o[j] end
   end
   return out
 end
 
--- Several (TakeAll): one pass deciding each request as a take whose writes
--- wait in pending (the fixed window, the counter, GCRA: one save each) or,
--- for a sliding log, whose many writes a take interleaves with its reads,
--- as a peek to take again once known. If every one is admitted, the writes
--- are made and the logs taken; otherwise nothing is written, and a request
--- admitted in the pass is answered as a peek (a denial's answer is the
--- same either way). The common admission costs one pass, not a peek and a
--- take.
-local out, every, retake = {}, true, {}
+-- A TakeAll: one pass deciding each request as a take whose writes wait in
+-- pending (the fixed window, the counter, GCRA: one write each) or, for a
+-- sliding log, whose many writes a take interleaves with its reads, as a
+-- peek to take again once known. If every one is admitted, the writes are
+-- made and the logs taken; otherwise nothing is written, and a request
+-- admitted in the pass is answered as a peek (a denial's answer is the same
+-- either way). The common admission costs one pass, not a peek and a take.
+local every, firsts = true, {}
 pending = {}
-local k = 1
-for a = 3, #ARGV, 8 do
-  local op = 'take'
-  if ARGV[a] == 'sw' then
-    op = 'peek'
-    retake[#retake + 1] = a
-  end
-  local allowed, count, reset_at, retry, now = decide(a, k, op)
-  k = k + 2
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, count, reset_at, retry, now
-  every = every and allowed == 1
+for a = 1, #ARGV, 8 do
+  local o
+  firsts[a] = k
+  o, k = decide(a, k, ARGV[a] == 'sw' and 'peek' or 'take')
+  for j = 1, 5 do out[#out + 1] = o[j] end
+  every = every and o[1] == 1
 end
 local writes = pending
 pending = nil
-if every then
-  for _, w in ipairs(writes) do save(unpack(w, 1, w.n)) end
-  for _, a in ipairs(retake) do
-    local i = (a - 3) / 8 -- the request's index, from 0
-    local n = 5 * i
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = decide(a, 2 * i + 1, 'take')
+for a = 1, #ARGV, 8 do
+  local n, again = 5 * (a - 1) / 8, nil
+  if every and ARGV[a] == 'sw' then
+    again = decide(a, firsts[a], 'take')
+  elseif not every and ARGV[a] ~= 'sw' and out[n + 1] == 1 then
+    again = decide(a, firsts[a], 'peek') -- a take's answer: the peek's instead
   end
-  return out
+  if again then
+    for j = 1, 5 do out[n + j] = again[j] end
+  end
 end
-for a = 3, #ARGV, 8 do
-  local i = (a - 3) / 8
-  local n = 5 * i
-  if ARGV[a] ~= 'sw' and out[n + 1] == 1 then -- a take's answer: the peek's instead
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = decide(a, 2 * i + 1, 'peek')
-  end
+if every then
+  for _, w in ipairs(writes) do redis.call('SET', w[1], w[2], 'PX', w[3]) end
 end
 return out

@@ -1,42 +1,42 @@
--- Fixed window.
--- k2  layout 2: a string, the doubles start of the stored window (µs), count
--- k1  layout 1: a hash, s = start, c = count
-local function fixed1_read(k1)
-  local state = redis.call('HMGET', k1, 's', 'c')
-  if state[1] then return tonumber(state[1]) or 0 / 0, state[2] and tonumber(state[2]) or 0 end
+-- Fixed window. ka: a string, the doubles start of the stored window (µs)
+-- and count. p1, p2: limit, window (µs).
+local limit, window = p1, p2
+local v = redis.pcall('GET', ka)
+if type(v) == 'table' then -- an error: a key of another type is no state
+  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then error(v) end
+  redis.call('DEL', ka)
+  v = false
 end
-
-local function fixed1_write(k1, ms, start, count)
-  redis.call('HSET', k1, 's', start, 'c', count)
-  redis.call('PEXPIRE', k1, ms)
+local start, count
+if v and #v == 16 then start, count = struct.unpack('<dd', v) end
+local ws = now - math.fmod(now, window) -- now's window (now >= 0; fmod is exact)
+local future = false
+if not (start and start >= 0 and start <= max_time and start % 1 == 0 and count >= 0 and count <= max_count and count % 1 == 0)
+    or ws > start then
+  start, count = ws, 0 -- no state, or a later window
+elseif start > now then
+  start, future = ws, true -- from the future: moved to now's window, count and all
 end
-
-local function fixed(k2, k1, l2, now, limit, window, _, cost, op, retain, slack)
-  local ws = aligned(now, window)
-  local moved, start, count = load(k2, k1, l2, '<dd', fixed1_read)
-  if start and not (valid(start, 0, max_time) and valid(count, 0, max_count)) then start = nil end
-  local future = false
-  if not start or ws > start then
-    start, count = ws, 0 -- a later window
-  elseif start > now then
-    start, future = ws, true -- from the future: moved to now's window, count and all
-  end
-  local write = false
-  if op == 'refund' then
-    if cost > count then return 2, count, 0, 0 end
-    count, cost, op, write = count - cost, 1, 'peek', true
-  end
-  local allowed = cost <= limit - count
-  local reset_at = aligned(start, window) + window -- the next window replaces this one there
-  local retry = 0
-  if not allowed then
-    retry = reset_at - now
-    write = write or (op == 'take' and future and not quiet)
-  elseif op == 'take' then
-    count, write = count + cost, true
-  end
-  if write then
-    save(k2, k1, l2, moved, ttl(reset_at - now, retain, slack), '<dd', fixed1_write, start, count)
-  end
-  return allowed and 1 or 0, count, reset_at, retry
+local write = false
+if op == 'refund' then
+  if cost > count then return {2, count, 0, 0, now} end
+  count, cost, op, write = count - cost, 1, 'peek', true
 end
+local allowed = cost <= limit - count
+local reset_at = start - math.fmod(start, window) + window -- the next window replaces this one there
+local retry = 0
+if not allowed then
+  retry = reset_at - now
+  write = write or (op == 'take' and future and not quiet)
+elseif op == 'take' then
+  count, write = count + cost, true
+end
+if write then
+  local ms = math.max(math.floor((reset_at - now + 999) / 1000), retain) + slack
+  if pending then
+    pending[#pending + 1] = {ka, struct.pack('<dd', start, count), ms}
+  else
+    redis.call('SET', ka, struct.pack('<dd', start, count), 'PX', ms)
+  end
+end
+return {allowed and 1 or 0, count, reset_at, retry, now}

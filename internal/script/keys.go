@@ -8,7 +8,7 @@ import (
 
 // The key layout on a Redis-protocol server, the one place it is written
 // (the algorithms' Lua files read these keys). For the caller's key K under
-// the prefix P, layout 2:
+// the prefix P:
 //
 //	P{K}:sw       the sliding log: a sorted set of entries scored by time (µs)
 //	P{K}:sw:m     the log's meta: a hash, n = the counter that names entries,
@@ -20,18 +20,9 @@ import (
 //	P{K}:c        the sliding window counter: 24 bytes, start, prev, cur
 //	P{K}:g        GCRA: 32 bytes, at, level, unit, drain
 //
-// Layout 1 (the previous release's) has the same sliding log, and keeps the
-// others as a hash and as text, under other names:
-//
-//	P{K}:fw       a hash: s = window start (µs), c = count
-//	P{K}:swc      "start:prev:cur"
-//	P{K}:gcra     "at:level:unit:drain"
-//
 // Packed doubles are exact (every number is an integer below 2^53), and
 // the server packs and unpacks them for less than it formats and parses
-// text (docs/figures.md). The scripts read
-// both layouts and write the one they are told (see Layout): the state of
-// a key lives under one name at a time.
+// text (docs/figures.md).
 //
 // '{', '}' and '%' in P and in K are percent-escaped, so the braces around K
 // are the only ones: K is the Redis Cluster hash tag of every key, whatever
@@ -43,40 +34,29 @@ import (
 // knows when its keys expire (e), renews them only once less than the life
 // or retention is left, so at most about once per TTLSlack under steady use.
 
-// Layout is the version of the newest layout above: the scripts read it and
-// layout 1, and write the one a store is built with (ValidLayout).
-//
-// Releases decide the same keys together during a rolling upgrade:
-// layout_test.go runs the previous release's script (testdata/previous.lua,
-// layout 1) beside this one's on the same keys and counts no
-// over-admission, writing layout 1; and this release writing layout 1
-// beside itself writing layout 2. A release that changes the layout reads
-// the previous layout and writes, by default, one the previous release
-// reads (keys kept apart would let each release admit a full limit): the
-// upgrade procedure is in docs/scaling.md.
-const Layout = 2
+// Layout is the version of the key layout above, which the first line of
+// every script names. Instances of two releases decide the same keys
+// together during a rolling upgrade only if the newer reads what the older
+// writes: a release that changes the layout raises Layout, reads the
+// previous layout and writes one the previous release reads until none
+// runs (keys kept apart would let each release admit a full limit).
+// layout_test.go holds the mixed-version test that proves it, run against
+// the scripts of every tagged release kept in testdata/releases (none yet:
+// no release has been tagged, so this layout is v1's).
+const Layout = 1
 
-// DefaultLayout is the layout a store writes unless told otherwise: the
-// previous release's, which every instance still running it reads. Once
-// none does, stores built to write Layout spend less of the server per
-// decision (docs/scaling.md).
-const DefaultLayout = 1
-
-// ValidLayout says whether a store may write layout n.
-func ValidLayout(n int) bool { return n == 1 || n == Layout }
-
-// The sliding log's suffixes, the same in both layouts.
+// The sliding log's suffixes.
 const (
 	slidingSuffix = "sw"
 	metaSuffix    = ":m"
 )
 
 // suffixes are the names of the state of each algorithm but the sliding
-// log's in layout 2 and in layout 1.
-var suffixes = [...][2]string{
-	backend.FixedWindow:          {"f", "fw"},
-	backend.SlidingWindowCounter: {"c", "swc"},
-	backend.GCRA:                 {"g", "gcra"},
+// log's.
+var suffixes = [...]string{
+	backend.FixedWindow:          "f",
+	backend.SlidingWindowCounter: "c",
+	backend.GCRA:                 "g",
 }
 
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -100,31 +80,26 @@ func Keys(req backend.Request) []string {
 	return AppendKeys(make([]string, 0, 2), req)
 }
 
-// AppendKeys appends the two keys of req's state to keys, as Keys returns
-// them: the log and its meta for a sliding log, else the state's key in
-// layout 2 then in layout 1. Their text is one allocation (a sliding log's
-// key is its meta's name less the suffix; the other two are one string cut
-// in two).
+// AppendKeys appends the keys of req's state to keys, as Keys returns them:
+// the log and its meta for a sliding log (one allocation: the log's name is
+// its meta's less the suffix), else the state's one key.
 func AppendKeys(keys []string, req backend.Request) []string {
 	prefix := escape(req.Rule.Prefix())
 	if alg := req.Rule.Algorithm(); alg != backend.SlidingWindow {
-		k := escape(req.Key)
-		both := prefix + "{" + k + "}:" + suffixes[alg][0] + prefix + "{" + k + "}:" + suffixes[alg][1]
-		cut := len(prefix) + len(k) + 3 + len(suffixes[alg][0])
-		return append(keys, both[:cut], both[cut:])
+		return append(keys, name(prefix, req.Key, suffixes[alg]))
 	}
 	meta := name(prefix, req.Key, slidingSuffix+metaSuffix)
 	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
 }
 
-// AllKeys are every server key of key under prefix, under every algorithm
-// and both layouts: what Reset deletes.
+// AllKeys are every server key of key under prefix, under every algorithm:
+// what Reset deletes.
 func AllKeys(prefix, key string) []string {
 	prefix = escape(prefix)
 	meta := name(prefix, key, slidingSuffix+metaSuffix)
 	keys := []string{meta[:len(meta)-len(metaSuffix)], meta}
 	for _, alg := range []backend.Algorithm{backend.FixedWindow, backend.SlidingWindowCounter, backend.GCRA} {
-		keys = append(keys, name(prefix, key, suffixes[alg][0]), name(prefix, key, suffixes[alg][1]))
+		keys = append(keys, name(prefix, key, suffixes[alg]))
 	}
 	return keys
 }

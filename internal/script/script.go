@@ -35,24 +35,26 @@ var (
 	//go:embed one.lua
 	one string
 
-	// prelude is common.lua with the bounds of package backend written in.
-	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
-		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit), 1)
+	// prelude is common.lua with the bounds of package backend and the TTL
+	// slack written in.
+	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
+		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack), 1)
 
 	// All decides one request or several together (TakeAll), under any
-	// algorithm: common.lua, every algorithm's file, then decide.lua.
-	All = newLua(prelude + sliding + fixed + counter + gcra + decide)
+	// algorithm: common.lua, the sliding log's functions, a function around
+	// each other algorithm's body, then decide.lua.
+	All = newLua(prelude + sliding + function("fixed", fixed) + function("counter", counter) + function("gcra", gcra) + decide)
 
-	// one are the scripts of one request (Take, Peek, Refund), by
-	// algorithm: common.lua, that algorithm's file, its function's name,
-	// then one.lua. The server
-	// runs the text of a script on every call, so each holds what its
-	// algorithm needs only (see For).
+	// ones are the scripts of one request (Take, Peek, Refund), by
+	// algorithm: the server runs a script's whole text on every call, so
+	// each holds its algorithm's only, and but for the sliding log's, as
+	// the script's own body: a call creates no closure (the server's time
+	// per decision: docs/figures.md).
 	ones = [...]*Lua{
-		backend.SlidingWindow:        newLua(prelude + sliding + "local fn = sliding\n" + one),
-		backend.FixedWindow:          newLua(prelude + fixed + "local fn = fixed\n" + one),
-		backend.SlidingWindowCounter: newLua(prelude + counter + "local fn = counter\n" + one),
-		backend.GCRA:                 newLua(prelude + gcra + "local fn = gcra\n" + one),
+		backend.SlidingWindow:        newLua(prelude + sliding + one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n"),
+		backend.FixedWindow:          newLua(prelude + one + fixed),
+		backend.SlidingWindowCounter: newLua(prelude + one + counter),
+		backend.GCRA:                 newLua(prelude + one + gcra),
 	}
 
 	// Decide and SHA1 are All's text and name, kept for callers that run
@@ -67,6 +69,12 @@ var (
 		return m
 	}()
 )
+
+// function wraps the body of an algorithm (its file) in a function of the
+// variables one.lua gives a body, created once per call of All.
+func function(name, body string) string {
+	return "local function " + name + "(ka, op, now, cost, retain, p1, p2, p3, own_clock)\n" + body + "end\n"
+}
 
 // Lua is one script: its text, and its name for EVALSHA (the hex SHA-1 of
 // the text).
@@ -93,12 +101,12 @@ func Text(sha string) string { return byName[sha] }
 // disappears by itself.
 const TTLSlack = 1000 // ms
 
-// argsPerRequest is the number of arguments of each request (decide.lua).
-const argsPerRequest = 8
+// ArgsPerRequest is the number of arguments of each request in All
+// (decide.lua).
+const ArgsPerRequest = 8
 
-// MaxArgs is the most arguments For returns: the TTL slack and the layout to
-// write, then a request's.
-const MaxArgs = 2 + argsPerRequest
+// MaxArgs is the most arguments For returns (one.lua's).
+const MaxArgs = ArgsPerRequest - 1
 
 // Op is what the script does with a request.
 type Op uint8
@@ -112,15 +120,14 @@ const (
 	Refund
 )
 
-// Args are the script's arguments for one request, as strings (see
-// decide.lua), writing layout.
-func Args(req backend.Request, op Op, layout int) []string {
-	return NewStringArgs(layout).For(req, op)
+// Args are the script's arguments for one request (For's), as strings.
+func Args(req backend.Request, op Op) []string {
+	return NewStringArgs().For(req, op)
 }
 
-// NewStringArgs is an ArgCache of the arguments as strings, writing layout.
-func NewStringArgs(layout int) *ArgCache[string] {
-	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, func(s string) string { return s }, layout)
+// NewStringArgs is an ArgCache of the arguments as strings.
+func NewStringArgs() *ArgCache[string] {
+	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, func(s string) string { return s })
 }
 
 // ArgCache builds the script's arguments in a client's own type (string for
@@ -130,39 +137,35 @@ func NewStringArgs(layout int) *ArgCache[string] {
 type ArgCache[T any] struct {
 	format      func(int64) T
 	str         func(string) T
-	serverClock T // the "now" that asks for the server's TIME
-	slack       T
-	layout      T // the layout to write
+	serverClock T // the "now" that asks for the server's TIME; the empty string
 	ops         [3]T
 }
 
 // ruleArgs are the arguments of a rule.
 type ruleArgs[T any] struct {
-	alg        T
-	retainMS   T
-	p1, p2, p3 T
+	alg      T
+	retainMS T
+	// policy is limit and window, or for GCRA burst, unit and drain.
+	policy []T
 }
 
 // NewArgs returns an ArgCache formatting numbers with format and strings
-// with str, asking the scripts to write layout (ValidLayout; else
-// DefaultLayout).
-func NewArgs[T any](format func(int64) T, str func(string) T, layout int) *ArgCache[T] {
-	if !ValidLayout(layout) {
-		layout = DefaultLayout
-	}
-	return &ArgCache[T]{format: format, str: str, serverClock: str(""), slack: format(TTLSlack), layout: str(strconv.Itoa(layout)),
+// with str.
+func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
+	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
 		ops: [3]T{Take: str("take"), Peek: str("peek"), Refund: str("refund")}}
 }
 
 // For returns the arguments of one request.
 func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
-	return c.appendArgs(append(make([]T, 0, MaxArgs), c.slack, c.layout), req, op)
+	return c.AppendFor(make([]T, 0, MaxArgs), req, op)
 }
 
 // AppendFor appends the arguments of one request to args, as For returns
 // them.
 func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
-	return c.appendArgs(append(args, c.slack, c.layout), req, op)
+	ra := c.ruleArgs(req.Rule)
+	return append(c.appendArgs(args, req, op, ra), ra.policy...)
 }
 
 // ForAll returns the arguments of several requests taken together.
@@ -171,24 +174,28 @@ func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T { return c.ForAllOp(req
 // ForAllOp returns the arguments of several requests decided together with
 // op: Take (TakeAll) or Peek (every one peeked, nothing written).
 func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
-	args := append(make([]T, 0, 2+argsPerRequest*len(reqs)), c.slack, c.layout)
+	args := make([]T, 0, ArgsPerRequest*len(reqs))
 	for _, req := range reqs {
-		args = c.appendArgs(args, req, op)
+		ra := c.ruleArgs(req.Rule)
+		args = append(c.appendArgs(append(args, ra.alg), req, op, ra), ra.policy...)
+		if len(ra.policy) == 2 {
+			args = append(args, c.serverClock) // the empty string: no third number
+		}
 	}
 	return args
 }
 
-// algorithmArgs are the names of the algorithms in the script.
+// algorithmArgs are the names of the algorithms in All.
 var algorithmArgs = [...]string{backend.SlidingWindow: "sw", backend.FixedWindow: "fw",
 	backend.SlidingWindowCounter: "swc", backend.GCRA: "gcra"}
 
-func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op) []T {
-	ra := c.ruleArgs(req.Rule)
+// appendArgs appends op, now, cost and the retention.
+func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op, ra *ruleArgs[T]) []T {
 	now := c.serverClock
 	if req.Now != 0 {
 		now = c.format(req.Now)
 	}
-	return append(args, ra.alg, c.ops[op], now, c.format(req.Cost), ra.retainMS, ra.p1, ra.p2, ra.p3)
+	return append(args, c.ops[op], now, c.format(req.Cost), ra.retainMS)
 }
 
 // ruleArgs are rule's arguments, made once per rule and kept with it.
@@ -197,9 +204,9 @@ func (c *ArgCache[T]) ruleArgs(rule *backend.Rule) *ruleArgs[T] {
 		r := rule.Rate()
 		ra := &ruleArgs[T]{alg: c.str(algorithmArgs[rule.Algorithm()]), retainMS: c.format((rule.Retain() + 999) / 1000)}
 		if rule.Algorithm() == backend.GCRA {
-			ra.p1, ra.p2, ra.p3 = c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)
+			ra.policy = []T{c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)}
 		} else {
-			ra.p1, ra.p2, ra.p3 = c.format(r.Limit), c.format(r.Window), c.str("")
+			ra.policy = []T{c.format(r.Limit), c.format(r.Window)}
 		}
 		return ra
 	}).(*ruleArgs[T])
@@ -227,7 +234,7 @@ func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
 // Either way each request must have state of its own (else
 // errors.ErrUnsupported).
 func KeysAll(reqs []backend.Request, anyKeys bool) ([]string, error) {
-	keys := make([]string, 0, 2*len(reqs))
+	keys := make([]string, 0, len(reqs)+1)
 	apart := false
 	for i, req := range reqs {
 		apart = apart || req.Key != reqs[0].Key

@@ -1,4 +1,5 @@
--- Sliding-window log.
+-- Sliding-window log, a function (sliding) with helpers: its work is its
+-- sorted set's, which the closures a call creates add little to.
 -- log   a sorted set of entries scored by their time; a member is "id" for
 --       a request of cost 1, "id:cost" otherwise
 -- meta  a hash: n = the counter that names entries, x = the sum of cost-1
@@ -7,17 +8,18 @@ local function cost_of(member)
   local i = string.find(member, ':', 1, true)
   if i then
     local c = tonumber(string.sub(member, i + 1))
-    if valid(c, 1, max_log) then return c end
+    if c and c >= 1 and c <= max_log and c % 1 == 0 then return c end
   end
   return 1 -- a member of ours, or one written by hand: one unit
 end
 
 -- field is a number of the meta: nil when absent or empty (unknown), false
--- when it is no number of ours (see valid).
+-- when it is no number of ours (not an integer in [lo, hi]).
 local function field(v, lo, hi)
   if not v or v == '' then return nil end
   v = tonumber(v)
-  return valid(v, lo, hi) and v or false
+  if v and v >= lo and v <= hi and v % 1 == 0 then return v end
+  return false
 end
 
 -- stale_extra is the part of extra held by the entries of log at or before
@@ -61,7 +63,7 @@ local function prune(log, meta, cutoff, extra)
   return extra
 end
 
--- sliding decides on the log; own_clock says now is the server's TIME.
+-- decide_log decides on the log; own_clock says now is the server's TIME.
 -- Beyond n, x and t, meta holds o and e. o is the time of the oldest entry,
 -- or empty (no number: no time can be mistaken for it) when that is unknown
 -- (after a refund or a re-timing) or was never written; whatever removes
@@ -71,14 +73,14 @@ end
 -- common take then counts with ZCARD alone, reads no entry for reset and
 -- retry, and rarely renews the TTLs. Every loop ends: those over entries
 -- stop at the end of the log, whatever the counts in meta say.
-local function sliding(log, meta, _, now, limit, window, _, cost, op, retain, slack, own_clock)
+local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
   local m = redis.call('HMGET', meta, 'n', 'x', 't', 'o', 'e')
   local seq, extra, newest = field(m[1], 0, 2 ^ 53), field(m[2], 0, max_log), field(m[3], 0, max_time)
   local oldest, expires = field(m[4], 0, max_time), field(m[5], 0, max_time)
   if seq == false or extra == false or newest == false or oldest == false or expires == false then
     -- a number that is none of ours: no state, as on a fresh key
-    if op == 'peek' then return 1, 0, now, 0 end -- a fresh key admits any cost (at most the limit)
+    if op == 'peek' then return {1, 0, now, 0, now} end -- a fresh key admits any cost (at most the limit)
     redis.call('DEL', log, meta)
     m, seq, extra, newest, oldest, expires = {}, 0, 0, nil, nil, nil
   end
@@ -99,7 +101,7 @@ local function sliding(log, meta, _, now, limit, window, _, cost, op, retain, sl
     count, known = redis.call('ZCARD', log) + extra, true
   else
     count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
-    if op == 'refund' and cost > count then return 2, count, 0, 0 end
+    if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
     if op ~= 'peek' and not (quiet and op == 'take' and cost > limit - count) then -- a take or a refund writes: re-time the future, prune
       if newest and newest > now then
         local future = redis.call('ZRANGEBYSCORE', log, string.format('(%.0f', now), '+inf')
@@ -117,7 +119,7 @@ local function sliding(log, meta, _, now, limit, window, _, cost, op, retain, sl
     end
   end
 
-  local ttl_ms = ttl(window, retain, slack)
+  local ttl_ms = math.max(math.floor((window + 999) / 1000), retain) + slack
   if op == 'refund' then -- drop the newest units
     local n, k, rest, offset = cost, cost, nil, 0
     if extra > 0 then -- find how many of the newest entries hold them, 256 per call
@@ -205,6 +207,19 @@ local function sliding(log, meta, _, now, limit, window, _, cost, op, retain, sl
       if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
     end
   end
-  return allowed and 1 or 0, count, reset_at, retry
+  return {allowed and 1 or 0, count, reset_at, retry, now}
+end
+
+-- sliding is decide_log, but for a key of another type: both keys are then
+-- deleted, even by a peek, and the request is decided as on a fresh key.
+-- Any other error is raised as the server gave it (READONLY, OOM: the
+-- client acts on the code).
+local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock)
+  local ok, out = pcall(decide_log, log, meta, op, now, cost, retain, limit, window, own_clock)
+  if ok then return out end
+  local msg = type(out) == 'table' and out.err or tostring(out)
+  if string.find(msg, 'WRONGTYPE', 1, true) ~= 1 then error(redis.error_reply(msg)) end
+  redis.call('DEL', log, meta)
+  return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
 end
 

@@ -26,18 +26,18 @@ type corruption struct {
 	do   func(ctx context.Context, c *goredis.Client, keys []string) error
 }
 
-// badNumbers are stored numbers that no decision writes: not finite, negative,
-// beyond every bound, not integers. As text, and as the doubles layout 2
-// packs.
+// badText and badDoubles are stored numbers that no decision writes: not
+// finite, negative, beyond every bound, not integers. As text (the sliding
+// log's meta), and as the packed doubles of the other algorithms.
 var (
 	badText    = []string{"nan", "inf", "-inf", "-1e15", "1e300", "0.5", "x", "9007199254740993"}
 	badDoubles = []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1e15, 1e300, 0.5, -1}
 )
 
-// corruptions are the ways to corrupt the state req's algorithm keeps in
-// layout: every field with every bad number, random bytes, and a key of the
+// corruptions are the ways to corrupt the state req's algorithm keeps:
+// every field with every bad number, random bytes, and a key of the
 // wrong type. rng makes the random bytes.
-func corruptions(req backend.Request, layout int, rng *rand.Rand) []corruption {
+func corruptions(req backend.Request, rng *rand.Rand) []corruption {
 	var out []corruption
 	add := func(name string, do func(ctx context.Context, c *goredis.Client, keys []string) error) {
 		out = append(out, corruption{name, do})
@@ -75,67 +75,37 @@ func corruptions(req backend.Request, layout int, rng *rand.Rand) []corruption {
 		return out
 	}
 	fields := map[backend.Algorithm]int{backend.FixedWindow: 2, backend.SlidingWindowCounter: 3, backend.GCRA: 4}[alg]
-	if layout == 2 {
-		for i := 0; i < fields; i++ {
-			for _, v := range badDoubles {
-				add(fmt.Sprintf("field %d = %v", i, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
-					b, err := c.Get(ctx, keys[0]).Bytes()
-					if err != nil {
-						return err
-					}
-					if len(b) != 8*fields { // corrupt already
-						b = make([]byte, 8*fields)
-					}
-					binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
-					return c.Set(ctx, keys[0], b, goredis.KeepTTL).Err()
-				})
-			}
-		}
-		for _, n := range []int{0, 3, 8 * fields, 8*fields + 5} {
-			b := make([]byte, n)
-			for i := range b {
-				b[i] = byte(rng.UintN(256))
-			}
-			add(fmt.Sprintf("%d random bytes", n), func(ctx context.Context, c *goredis.Client, keys []string) error {
-				return c.Set(ctx, keys[0], b, goredis.KeepTTL).Err()
-			})
-		}
-		wrongType(0, true)
-		return out
-	}
-	if alg == backend.FixedWindow { // a hash: s, c
-		for _, field := range []string{"s", "c"} {
-			for _, v := range badText {
-				add(fmt.Sprintf("field %s=%s", field, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
-					return c.HSet(ctx, keys[1], field, v).Err()
-				})
-			}
-		}
-		wrongType(1, false)
-		return out
-	}
-	for i := 0; i < fields; i++ { // text: "a:b:c(:d)"
-		for _, v := range badText {
-			add(fmt.Sprintf("field %d = %s", i, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
-				s, err := c.Get(ctx, keys[1]).Result()
+	for i := 0; i < fields; i++ {
+		for _, v := range badDoubles {
+			add(fmt.Sprintf("field %d = %v", i, v), func(ctx context.Context, c *goredis.Client, keys []string) error {
+				b, err := c.Get(ctx, keys[0]).Bytes()
 				if err != nil {
 					return err
 				}
-				parts := strings.Split(s, ":")
-				for len(parts) < fields { // corrupt already
-					parts = append(parts, "0")
+				if len(b) != 8*fields { // corrupt already
+					b = make([]byte, 8*fields)
 				}
-				parts[i] = v
-				return c.Set(ctx, keys[1], strings.Join(parts, ":"), goredis.KeepTTL).Err()
+				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+				return c.Set(ctx, keys[0], b, goredis.KeepTTL).Err()
 			})
 		}
 	}
-	wrongType(1, true)
+	for _, n := range []int{0, 3, 8 * fields, 8*fields + 5} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		add(fmt.Sprintf("%d random bytes", n), func(ctx context.Context, c *goredis.Client, keys []string) error {
+			return c.Set(ctx, keys[0], b, goredis.KeepTTL).Err()
+		})
+	}
+	wrongType(0, true)
+	wrongType(0, false) // a string of the wrong length: as random bytes
 	return out
 }
 
-// CorruptState overwrites, by hand, each field of each algorithm's state in
-// each layout with a number no decision writes (NaN, ±Inf, negatives, beyond
+// CorruptState overwrites, by hand, each field of each algorithm's state
+// with a number no decision writes (NaN, ±Inf, negatives, beyond
 // the bounds, fractions), random bytes, or a key of the wrong type; then
 // takes three times the limit at one instant. Every call answers (no
 // error), admits at most the limit, denies with a RetryAfter above 0 (so
@@ -166,38 +136,36 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 			p = ratelimit.TokenBucket(1, time.Hour/limit, limit)
 		}
 		rule := ruleOf(t, pre, p, p.Window)
-		for _, layout := range []int{1, 2} {
-			probe := backend.Request{Rule: rule, Key: "probe", Cost: 1, Now: now}
-			for i, bad := range corruptions(probe, layout, rng) {
-				cases++
-				req := backend.Request{Rule: rule, Key: fmt.Sprintf("%v:%d:%d", alg, layout, i), Cost: 1, Now: now}
-				what := fmt.Sprintf("%v, layout %d, %s (seed %d)", alg, layout, bad.name, seed)
-				for j := 0; j < 2; j++ { // state of ours first
-					out, err := evalScript(ctx, c, req, script.Take, layout)
-					require.NoError(t, err, what)
-					require.True(t, out.Allowed, what)
-				}
-				keys := script.Keys(req)
-				require.NoError(t, bad.do(ctx, c, keys), what)
-				for _, op := range []script.Op{script.Peek, script.Refund} {
-					_, err := evalScript(ctx, c, req, op, layout)
-					if err != nil {
-						require.ErrorIs(t, err, backend.ErrInvalidCost, "%s: %v answers or refuses the refund", what, op)
-					}
-				}
-				admitted := 0
-				for j := 0; j < 3*limit; j++ {
-					out, err := evalScript(ctx, c, req, script.Take, layout)
-					require.NoError(t, err, "%s: take %d", what, j)
-					if out.Allowed {
-						admitted++
-					} else {
-						require.Positive(t, out.RetryAfter, "%s: a denial says when to retry", what)
-					}
-				}
-				require.LessOrEqual(t, admitted, limit, "%s: admitted after the corruption, at one instant", what)
-				requireValidState(ctx, t, c, keys, backend.Algorithm(alg), layout, what)
+		probe := backend.Request{Rule: rule, Key: "probe", Cost: 1, Now: now}
+		for i, bad := range corruptions(probe, rng) {
+			cases++
+			req := backend.Request{Rule: rule, Key: fmt.Sprintf("%v:%d", alg, i), Cost: 1, Now: now}
+			what := fmt.Sprintf("%v, %s (seed %d)", alg, bad.name, seed)
+			for j := 0; j < 2; j++ { // state of ours first
+				out, err := evalScript(ctx, c, req, script.Take)
+				require.NoError(t, err, what)
+				require.True(t, out.Allowed, what)
 			}
+			keys := script.Keys(req)
+			require.NoError(t, bad.do(ctx, c, keys), what)
+			for _, op := range []script.Op{script.Peek, script.Refund} {
+				_, err := evalScript(ctx, c, req, op)
+				if err != nil {
+					require.ErrorIs(t, err, backend.ErrInvalidCost, "%s: %v answers or refuses the refund", what, op)
+				}
+			}
+			admitted := 0
+			for j := 0; j < 3*limit; j++ {
+				out, err := evalScript(ctx, c, req, script.Take)
+				require.NoError(t, err, "%s: take %d", what, j)
+				if out.Allowed {
+					admitted++
+				} else {
+					require.Positive(t, out.RetryAfter, "%s: a denial says when to retry", what)
+				}
+			}
+			require.LessOrEqual(t, admitted, limit, "%s: admitted after the corruption, at one instant", what)
+			requireValidState(ctx, t, c, keys, backend.Algorithm(alg), what)
 		}
 	}
 	late := noise.stop()
@@ -209,7 +177,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 
 // requireValidState fails unless the state under keys is one a decision
 // writes: the key healed.
-func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, keys []string, alg backend.Algorithm, layout int, what string) {
+func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, keys []string, alg backend.Algorithm, what string) {
 	t.Helper()
 	ints := func(vs ...string) {
 		for _, v := range vs {
@@ -229,7 +197,7 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 				ints(s)
 			}
 		}
-	case layout == 2:
+	default:
 		b, err := c.Get(ctx, keys[0]).Bytes()
 		require.NoError(t, err, what)
 		require.Zero(t, len(b)%8, "%s: healed, yet holds %d bytes", what, len(b))
@@ -237,24 +205,13 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 			f := math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
 			require.True(t, f >= 0 && f < 1<<53 && f == math.Trunc(f), "%s: healed, yet field %d holds %v", what, i/8, f)
 		}
-	case alg == backend.FixedWindow:
-		m, err := c.HMGet(ctx, keys[1], "s", "c").Result()
-		require.NoError(t, err, what)
-		for _, v := range m {
-			s, _ := v.(string)
-			ints(s)
-		}
-	default:
-		s, err := c.Get(ctx, keys[1]).Result()
-		require.NoError(t, err, what)
-		ints(strings.Split(s, ":")...)
 	}
 }
 
-// evalScript decides req with op through the request's own script,
-// writing layout, as the stores do.
-func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op script.Op, layout int) (backend.Outcome, error) {
-	reply, err := eval(ctx, c, script.For(req.Rule.Algorithm()), script.Keys(req), toAny(script.Args(req, op, layout))).Int64Slice()
+// evalScript decides req with op through the request's own script, as the
+// stores do.
+func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op script.Op) (backend.Outcome, error) {
+	reply, err := eval(ctx, c, script.For(req.Rule.Algorithm()), script.Keys(req), toAny(script.Args(req, op))).Int64Slice()
 	if err != nil {
 		return backend.Outcome{}, err
 	}

@@ -87,7 +87,7 @@ func requireAnswers(t *testing.T, addr string) {
 // random prior state (written by earlier calls at random accepted times,
 // extremes included: the epoch, MaxTime, clocks that jump back; and 1 call
 // in 15 by hand first: NaN, ±Inf, negatives, random bytes, wrong types in
-// any field of either layout) and random arguments within what the stores
+// any field) and random arguments within what the stores
 // accept. Each call must end: the client's
 // deadline is far above any healthy call, and a pinger on another
 // connection must be answered throughout. The slowest call's server time
@@ -108,6 +108,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	t.Logf("seed %d", seed)
+	allArgs := script.NewStringArgs()
 
 	policies := []ratelimit.Policy{
 		ratelimit.PerSecond(10),
@@ -157,16 +158,15 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		op := script.Op(rng.IntN(3))
 		require.NoError(t, req.Validate(), "the fuzz makes only requests a store accepts")
 		keys := script.Keys(req)
-		layout := 1 + rng.IntN(2) // either layout: state moves between them
-		if rng.IntN(15) == 0 {    // state written by hand (CorruptState), where the key has some
-			cs := corruptions(req, 1+rng.IntN(2), rng)
+		if rng.IntN(15) == 0 { // state written by hand (CorruptState), where the key has some
+			cs := corruptions(req, rng)
 			_ = cs[rng.IntN(len(cs))].do(ctx, c, keys)
 		}
-		args := script.Args(req, op, layout)
+		args := script.Args(req, op)
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lua := script.For(req.Rule.Algorithm()) // a request's own script, and 1 in 4 the one of TakeAll
 		if rng.IntN(4) == 0 {
-			lua = script.All
+			lua, args = script.All, allArgs.ForAllOp([]backend.Request{req}, op)
 		}
 		err := eval(callCtx, c, lua, keys, toAny(args)).Err()
 		cancel()

@@ -234,19 +234,13 @@ func flood(t *testing.T, addr string, newStore NewStore) {
 	}
 }
 
-// fixedCount is the count a fixed window's state holds, in either layout
-// (keys: its layout 2 key, then its layout 1 key; see script/keys.go).
+// fixedCount is the count a fixed window's state holds (keys: its one key;
+// see script/keys.go).
 func fixedCount(t *testing.T, a *goredis.Client, keys []string) float64 {
-	ctx := context.Background()
-	packed, err := a.Get(ctx, keys[0]).Bytes()
-	if err == nil {
-		require.Len(t, packed, 16, "layout 2: the doubles start and count")
-		return math.Float64frombits(binary.LittleEndian.Uint64(packed[8:]))
-	}
-	require.ErrorIs(t, err, goredis.Nil)
-	c, err := a.HGet(ctx, keys[1], "c").Float64()
-	require.NoError(t, err, "layout 1: the hash's count")
-	return c
+	packed, err := a.Get(context.Background(), keys[0]).Bytes()
+	require.NoError(t, err)
+	require.Len(t, packed, 16, "the doubles start and count")
+	return math.Float64frombits(binary.LittleEndian.Uint64(packed[8:]))
 }
 
 // clockSkew: two app instances whose clocks are 5s apart. On the server's
