@@ -2,8 +2,9 @@
 -- sorted set's, which the closures a call creates add little to.
 -- log   a sorted set of entries scored by their time; a member is "id" for
 --       a request of cost 1, "id:cost" otherwise
--- meta  a hash: n = the counter that names entries, x = the sum of cost-1
---       over the entries, t = the newest entry's time
+-- meta  a string, the doubles n (the counter that names entries), x (the
+--       sum of cost-1 over the entries), t (the newest entry's time), o, e
+--       and c (see decide_log); -1 for t, o, e and c: unknown
 local function cost_of(member)
   local i = string.find(member, ':', 1, true)
   if i then
@@ -11,15 +12,6 @@ local function cost_of(member)
     if c and c >= 1 and c <= max_log and c % 1 == 0 then return c end
   end
   return 1 -- a member of ours, or one written by hand: one unit
-end
-
--- field is a number of the meta: nil when absent or empty (unknown), false
--- when it is no number of ours (not an integer in [lo, hi]).
-local function field(v, lo, hi)
-  if not v or v == '' then return nil end
-  v = tonumber(v)
-  if v and v >= lo and v <= hi and v % 1 == 0 then return v end
-  return false
 end
 
 -- stale_extra is the part of extra held by the entries of log at or before
@@ -52,53 +44,64 @@ local function add_entry(log, score, cost, held, n)
 end
 
 -- prune drops the entries of log at or before cutoff, and returns extra
--- without their part (written to meta when it changed).
-local function prune(log, meta, cutoff, extra)
+-- without their part and the number of entries dropped (the caller writes
+-- meta).
+local function prune(log, cutoff, extra)
   local pruned = stale_extra(log, cutoff, extra)
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
-  if pruned > 0 then
-    extra = math.max(extra - pruned, 0) -- never below 0, whatever the members say
-    redis.call('HSET', meta, 'x', extra)
-  end
-  return extra
+  local removed = redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  return math.max(extra - pruned, 0), removed -- never below 0, whatever the members say
 end
 
 -- decide_log decides on the log; own_clock says now is the server's TIME.
--- Beyond n, x and t, meta holds o and e. o is the time of the oldest entry,
--- or empty (no number: no time can be mistaken for it) when that is unknown
--- (after a refund or a re-timing) or was never written; whatever removes
--- entries without rewriting it exactly empties it, so an o above the cutoff
--- means the log holds nothing stale and its oldest entry is at o. e is when
--- both keys expire (ms, on the server's clock; empty when unknown). The
--- common take then counts with ZCARD alone, reads no entry for reset and
--- retry, and rarely renews the TTLs. Every loop ends: those over entries
--- stop at the end of the log, whatever the counts in meta say.
+-- Beyond n, x and t, meta holds o, e and c, each -1 when unknown (no time
+-- or count can be mistaken for it). o is the time of the oldest entry
+-- (unknown after a refund or a re-timing); whatever removes entries without
+-- rewriting it exactly empties it, so an o above the cutoff means the log
+-- holds nothing stale and its oldest entry is at o. c is the number of
+-- entries: whatever adds or removes entries rewrites it or empties it. e is
+-- when both keys expire (ms, on the server's clock). The common take then
+-- reads the meta, prunes only once its oldest entry has left the window
+-- (counting what ZREMRANGEBYSCORE says it removed), adds its entry, and
+-- writes the meta once, in 4 to 6 commands; it reads no entry for reset
+-- and retry, and rarely renews the TTLs. Every loop ends: those over
+-- entries stop at the end of the log, whatever the counts in meta say.
 local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
   local cutoff = now - window -- an entry at t is in the window while t > cutoff
-  local m = redis.call('HMGET', meta, 'n', 'x', 't', 'o', 'e')
-  local seq, extra, newest = field(m[1], 0, 2 ^ 53), field(m[2], 0, max_log), field(m[3], 0, max_time)
-  local oldest, expires = field(m[4], 0, max_time), field(m[5], 0, max_time)
-  if seq == false or extra == false or newest == false or oldest == false or expires == false then
-    -- a number that is none of ours: no state, as on a fresh key
-    if op == 'peek' then return {1, 0, now, 0, now} end -- a fresh key admits any cost (at most the limit)
-    redis.call('DEL', log, meta)
-    m, seq, extra, newest, oldest, expires = {}, 0, 0, nil, nil, nil
+  local v = redis.call('GET', meta)
+  local seq, extra, newest, oldest, expires, entries = 0, 0, -1, -1, -1, -1
+  if v then
+    if #v == 48 then seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v) end
+    if not (#v == 48 and seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
+        and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
+        and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= 2 ^ 53 and entries % 1 == 0) then
+      -- a number that is none of ours: no state, as on a fresh key
+      if op == 'peek' then return {1, 0, now, 0, now} end -- a fresh key admits any cost (at most the limit)
+      redis.call('DEL', log, meta)
+      v, seq, extra, newest, oldest, expires, entries = false, 0, 0, -1, -1, -1, -1
+    end
   end
-  seq, extra = seq or 0, extra or 0
-  if oldest and newest and oldest > newest then oldest = nil end -- inconsistent: unknown
+  local ttl_ms = math.max(math.floor((window + 999) / 1000), retain) + slack
+  -- nil: unknown
+  if newest < 0 then newest = nil end
+  if oldest < 0 or (newest and oldest > newest) then oldest = nil end -- inconsistent: unknown
+  if expires < 0 then expires = nil end
+  if entries < 0 then entries = nil end
   local count
   -- known: oldest is the time of the oldest entry (nil: the log is empty),
-  -- and every entry is in the window.
-  local known = false
+  -- entries their number, and every entry is in the window.
+  local known, pruned = false, false
   if op == 'take' and not (newest and newest > now) then -- the common case
     if not oldest or oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
-      extra = prune(log, meta, cutoff, extra)
-      oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2])
-      if m[4] and oldest and oldest ~= tonumber(m[4]) then
-        redis.call('HSET', meta, 'o', oldest) -- kept exact for the next call, even if this one is denied
-      end
+      local removed
+      extra, removed = prune(log, cutoff, extra)
+      if entries and entries >= removed then entries = entries - removed else entries = redis.call('ZCARD', log) end
+      oldest = nil
+      if entries > 0 then oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2]) end
+      pruned = true
+    elseif not entries then
+      entries = redis.call('ZCARD', log)
     end
-    count, known = redis.call('ZCARD', log) + extra, true
+    count, known = entries + extra, true
   else
     count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
     if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
@@ -113,13 +116,14 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
           end
           redis.call('ZADD', log, 'XX', unpack(args))
         end
-        redis.call('HSET', meta, 't', now, 'o', '')
+        newest = now
       end
-      extra = prune(log, meta, cutoff, extra)
+      extra = prune(log, cutoff, extra)
+      local packed = struct.pack('<dddddd', seq, extra, newest or -1, -1, expires or -1, -1)
+      if v then redis.call('SET', meta, packed, 'KEEPTTL') else redis.call('SET', meta, packed, 'PX', ttl_ms) end
     end
   end
 
-  local ttl_ms = math.max(math.floor((window + 999) / 1000), retain) + slack
   if op == 'refund' then -- drop the newest units
     local n, k, rest, offset = cost, cost, nil, 0
     if extra > 0 then -- find how many of the newest entries hold them, 256 per call
@@ -144,9 +148,8 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     extra = math.max(extra, 0)
     redis.call('ZREMRANGEBYRANK', log, -k, -1)
     if rest then seq = add_entry(log, rest[1], rest[2], math.max(limit, count), seq) end
-    redis.call('HSET', meta, 'n', seq, 'x', extra, 'o', '', 'e', '')
-    redis.call('PEXPIRE', log, ttl_ms)
-    redis.call('PEXPIRE', meta, ttl_ms)
+    redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
+    redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
     count, cost, op = count - cost, 1, 'peek'
   end
 
@@ -180,22 +183,26 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       end
       retry = math.min(at, now) + window - now
     end
+    if pruned then -- kept exact for the next call, though this one is denied
+      local packed = struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, expires or -1, v and entries or -1)
+      if v then redis.call('SET', meta, packed, 'KEEPTTL') else redis.call('SET', meta, packed, 'PX', ttl_ms) end
+    end
   elseif op == 'take' then
     local empty = count == 0 -- every entry holds a unit at least: the log is gone
     seq = add_entry(log, now, cost, limit, seq)
     if cost > 1 then extra = extra + cost - 1 end
     count = count + cost
     if empty then oldest = now end
-    if not known then oldest = nil end
+    local c = -1
+    if known then c = entries + 1 else oldest = nil end
     -- The keys must live ttl_ms - slack at least from now: renewed (to
     -- ttl_ms) unless they already do, by the server's clock.
     local now_ms = math.floor(now / 1000)
     if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
-      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest or '')
+      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, expires, c), 'KEEPTTL')
     else
-      redis.call('HSET', meta, 'n', seq, 't', now, 'x', extra, 'o', oldest or '', 'e', own_clock and now_ms + ttl_ms or '')
-      redis.call('PEXPIRE', log, ttl_ms)
-      redis.call('PEXPIRE', meta, ttl_ms)
+      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, own_clock and now_ms + ttl_ms or -1, c), 'PX', ttl_ms)
+      redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
     end
   end
   local reset_at = now
