@@ -45,6 +45,37 @@ func matchesModel(t *testing.T, e *env) {
 	}
 }
 
+// matchesModelAtLimitsOfTens is matchesModel at limits of 10 to 40, where
+// requests of several units are common and a window holds dozens of
+// entries: a store that keeps some of them at hand (a sliding log's oldest
+// entries, say) must answer retries, resets and counts that reach past
+// them as the model does.
+func matchesModelAtLimitsOfTens(t *testing.T, e *env) {
+	rng := mrand.New(mrand.NewSource(int64(e.alg) + 11))
+	c := e.checked(25, 300*time.Millisecond)
+	keys := []string{"a", "b"}
+	for i := 0; i < 600; i++ {
+		c.clock.Advance(time.Duration(rng.Intn(12)-2) * time.Millisecond)
+		key := keys[rng.Intn(len(keys))]
+		switch r := rng.Intn(100); {
+		case r < 45:
+			c.allow(key)
+		case r < 75:
+			c.allowN(key, 1+rng.Intn(min(5, c.l.Policy().MaxCost())))
+		case r < 88:
+			c.peek(key)
+		case r < 90:
+			c.reset(key)
+		case r < 93:
+			c.setPolicy(e.policy(10+rng.Intn(31), time.Duration(50+rng.Intn(400))*time.Millisecond))
+		case r < 98:
+			c.refund(key, 1+rng.Intn(4))
+		default: // a clock that steps back a window or so
+			c.clock.Advance(-time.Duration(rng.Intn(400)) * time.Millisecond)
+		}
+	}
+}
+
 // noOverAdmission hammers one key from 16 goroutines over 4 store instances,
 // first at one manual instant, then on the store's own clock with a window
 // far longer than the run (and, for a fixed window, clear of its end):
