@@ -93,6 +93,9 @@ type Store struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
+	// noFunctions: the server has no functions, or the client cannot load
+	// them where it calls them; the store runs EVALSHA (see functions.go).
+	noFunctions atomic.Bool
 }
 
 // New returns a Store deciding on client's server. It panics on an option
@@ -257,7 +260,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	if s.ackReplicas > 0 && op != script.Peek {
 		reply, err = s.runAcked(ctx, &c.cmd, s.args.AppendFor(words, req, op), req.Key)
 	} else {
-		reply, err = s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op))
+		reply, err = s.run(ctx, &c.cmd, s.args.AppendFor(words, req, op), int(req.Rule.Algorithm()), req.Key)
 	}
 	if err == nil {
 		out, err = script.Outcome(reply)
@@ -321,7 +324,7 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, 
 	if s.ackReplicas > 0 && op != script.Peek {
 		reply, err = s.runAcked(ctx, new(goredis.IntSliceCmd), words, reqs[0].Key)
 	} else {
-		reply, err = s.run(ctx, new(goredis.IntSliceCmd), words)
+		reply, err = s.run(ctx, new(goredis.IntSliceCmd), words, -1, "")
 	}
 	if err != nil {
 		return err
@@ -349,16 +352,17 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	return nil
 }
 
-// run sends words (an EVALSHA) as cmd, and the script itself (EVAL) if the
-// server does not know it (NOSCRIPT: after a restart or a SCRIPT FLUSH).
-func (s *Store) run(ctx context.Context, cmd *goredis.IntSliceCmd, words []any) (reply []int64, err error) {
+// run sends words (an EVALSHA of the script of alg, -1 for All) as cmd: see
+// script. After NOSCRIPT (a restart, a SCRIPT FLUSH) it sends the script
+// itself (EVAL).
+func (s *Store) run(ctx context.Context, cmd *goredis.IntSliceCmd, words []any, alg int, key string) (reply []int64, err error) {
 	ctx, cancel := s.capped(ctx)
 	defer cancel()
 	if s.honoursContext { // the hot path: no closure
-		reply, err = s.evalSHA(ctx, cmd, words)
+		reply, err = s.script(ctx, cmd, words, alg, key)
 	} else {
 		reply, err = script.Bounded(ctx, "ratelimit/redis", false, func(ctx context.Context) ([]int64, error) {
-			return s.evalSHA(ctx, cmd, words)
+			return s.script(ctx, cmd, words, alg, key)
 		})
 	}
 	s.failed(err)

@@ -147,7 +147,7 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		l := newLimiter(t, redis.New(c), ratelimit.NewPolicy(alg, 5, time.Minute))
-		_, err := l.Allow(ctx, "warm-up") // loads the script (NOSCRIPT, then EVAL) once
+		_, err := l.Allow(ctx, "warm-up") // loads the functions once (FCALL, FUNCTION LOAD, FCALL)
 		require.NoError(t, err)
 		const decisions = 20
 		before, sent := commandStats(t, admin), hook.n.Load()
@@ -157,8 +157,8 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 		}
 		after := commandStats(t, admin)
 		require.Equal(t, int64(decisions), hook.n.Load()-sent, "%v: commands sent by the client", alg)
-		require.Equal(t, int64(decisions), after["evalsha"]-before["evalsha"], "%v: EVALSHA calls on the server", alg)
-		require.Equal(t, before["eval"], after["eval"], "%v: no EVAL once the script is cached", alg)
+		require.Equal(t, int64(decisions), after["fcall"]-before["fcall"], "%v: FCALL calls on the server", alg)
+		require.Equal(t, before["evalsha"]+before["eval"], after["evalsha"]+after["eval"], "%v: no script once the functions are loaded", alg)
 	}
 }
 
@@ -422,5 +422,15 @@ func TestFrontEnds(t *testing.T) {
 func TestMultiApartOnACluster(t *testing.T) {
 	storetest.MultiApart(t, testserver.GetCluster(t, testserver.RedisCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
 		return redis.New(clusterClient(t, addrs...))
+	})
+}
+
+// A server with functions runs each decision as one FCALL; one without (as
+// before Redis 7), as one EVALSHA.
+func TestFunctionsWhereTheServerHasThem(t *testing.T) {
+	storetest.Functions(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		return redis.New(c)
 	})
 }

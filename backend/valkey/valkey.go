@@ -48,6 +48,9 @@ type Store struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
+	// noFunctions: the server has no functions, or the client cannot load
+	// them where it calls them; the store runs EVALSHA (see functions.go).
+	noFunctions atomic.Bool
 }
 
 // boundFor is how long after a timeout the store bounds its calls itself.
@@ -62,20 +65,21 @@ const boundFor = 10 * time.Second
 // execBounded runs the script on a goroutine of its own, returning when ctx
 // is done. It works on copies of keys and args, so that the healthy path's
 // stay on the stack.
-func (s *Store) execBounded(ctx context.Context, lua *vk.Lua, keys, args []string) ([]int64, error) {
+func (s *Store) execBounded(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	keys, args = slices.Clone(keys), slices.Clone(args)
 	return script.Bounded(ctx, "ratelimit/valkey", false, func(ctx context.Context) ([]int64, error) {
-		return lua.Exec(ctx, s.client, keys, args).AsIntSlice()
+		return s.call(ctx, lua, alg, keys, args)
 	})
 }
 
-func (s *Store) exec(ctx context.Context, lua *vk.Lua, keys, args []string) ([]int64, error) {
+// exec runs the script lua of alg (-1: All) on keys with args (see call).
+func (s *Store) exec(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	var reply []int64
 	var err error
 	if last := s.lastTimeout.Load(); last == 0 || time.Since(time.Unix(0, last)) >= boundFor {
-		reply, err = lua.Exec(ctx, s.client, keys, args).AsIntSlice() // the healthy path: no closure
+		reply, err = s.call(ctx, lua, alg, keys, args) // the healthy path: no closure
 	} else {
-		reply, err = s.execBounded(ctx, lua, keys, args)
+		reply, err = s.execBounded(ctx, lua, alg, keys, args)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.lastTimeout.Store(time.Now().UnixNano())
@@ -133,7 +137,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	if s.ackReplicas > 0 && op != script.Peek {
 		reply, err = s.execAcked(ctx, script.For(req.Rule.Algorithm()), script.Keys(req), s.args.For(req, op), req.Key)
 	} else {
-		reply, err = s.exec(ctx, s.ones[req.Rule.Algorithm()], script.Keys(req), s.args.For(req, op))
+		reply, err = s.exec(ctx, s.ones[req.Rule.Algorithm()], int(req.Rule.Algorithm()), script.Keys(req), s.args.For(req, op))
 	}
 	if err == nil {
 		out, err = script.Outcome(reply)
@@ -165,7 +169,7 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, 
 	if s.ackReplicas > 0 && op != script.Peek {
 		reply, err = s.execAcked(ctx, script.All, keys, s.args.ForAllOp(reqs, op), reqs[0].Key)
 	} else {
-		reply, err = s.exec(ctx, s.allLua, keys, s.args.ForAllOp(reqs, op))
+		reply, err = s.exec(ctx, s.allLua, -1, keys, s.args.ForAllOp(reqs, op))
 	}
 	if err != nil {
 		return err

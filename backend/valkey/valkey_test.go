@@ -172,3 +172,11 @@ func TestMultiApartOnACluster(t *testing.T) {
 		return valkey.New(clusterClient(t, addrs...))
 	})
 }
+
+// A server with functions runs each decision as one FCALL; one without, as
+// one EVALSHA.
+func TestFunctionsWhereTheServerHasThem(t *testing.T) {
+	storetest.Functions(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store {
+		return valkey.New(newClient(t, addr))
+	})
+}

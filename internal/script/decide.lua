@@ -19,7 +19,6 @@ local function decide(a, k, op)
   local own_clock = not now
   if own_clock then
     if not server_now then
-      if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
       local t = redis.call('TIME')
       server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end

@@ -11,7 +11,6 @@ local ka, kb, op, now, cost, retain = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2
 local p1, p2, p3 = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local own_clock = not now
 if own_clock then
-  if redis.replicate_commands then redis.replicate_commands() end -- Redis < 5
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end

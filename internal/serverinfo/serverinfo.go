@@ -91,11 +91,11 @@ func CPU(ctx context.Context, c *goredis.Client) (int64, error) {
 	return int64(total * 1e6), nil
 }
 
-// Scripts is what stats say of the scripts: EVALSHA's and EVAL's calls and
-// time, which include the commands the scripts call.
+// Scripts is what stats say of the scripts: FCALL's, EVALSHA's and EVAL's
+// calls and time, which include the commands the scripts call.
 func Scripts(stats map[string]Stat) Stat {
 	var s Stat
-	for _, cmd := range []string{"evalsha", "eval"} {
+	for _, cmd := range []string{"fcall", "evalsha", "eval"} {
 		s.Calls += stats[cmd].Calls
 		s.Usec += stats[cmd].Usec
 	}
@@ -106,13 +106,14 @@ func Scripts(stats map[string]Stat) Stat {
 var notDecisions = func() map[string]bool {
 	m := map[string]bool{
 		"hello": true, "client": true, "cluster": true, "command": true, "ping": true, "role": true,
-		"info": true, // the report's own
+		"info":     true, // the report's own
+		"function": true, // FUNCTION LOAD: once per server
 	}
 	for _, call := range scriptCall.FindAllStringSubmatch(script.Decide, -1) {
 		m[strings.ToLower(call[1])] = true
 	}
-	// A script's DEL moves state between layouts, which the bench's fresh
-	// keys never need; a client's DEL is a Reset: a round trip.
+	// A script's DEL heals a corrupt key, which the bench's fresh keys never
+	// need; a client's DEL is a Reset: a round trip.
 	delete(m, "del")
 	return m
 }()
@@ -129,11 +130,13 @@ func NotClientCommand(cmd string) bool { return notDecisions[strings.SplitN(cmd,
 
 // ClientCommands is how many commands clients sent for decisions between
 // two readings (INFO commandstats, CommandStats): every call counted by the
-// server but those NotClientCommand names and those that failed. A failed call is the client's housekeeping, not a
-// decision's: an EVALSHA answered NOSCRIPT on a server that had not seen
-// the script yet (then EVAL runs it), which every goroutine meets on every
-// master at the start of a run; on a loaded machine, with few decisions,
-// they once counted as 0.09 round trips a decision on a cluster.
+// server but those NotClientCommand names and those that failed. A failed
+// call is the client's housekeeping, not a decision's: an FCALL answered
+// "Function not found" (then FUNCTION LOAD and the FCALL again) or an
+// EVALSHA answered NOSCRIPT (then EVAL) on a server that had not seen the
+// scripts yet, which every goroutine meets on every master at the start of
+// a run; on a loaded machine, with few decisions, they once counted as 0.09
+// round trips a decision on a cluster.
 func ClientCommands(before, after map[string]Stat) int64 {
 	var n int64
 	for cmd, st := range after {

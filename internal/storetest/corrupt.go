@@ -210,7 +210,7 @@ func slowestScript(ctx context.Context, t *testing.T, c *goredis.Client) time.Du
 	require.NoError(t, err)
 	var slowest time.Duration
 	for _, e := range slow {
-		if len(e.Args) > 0 && strings.HasPrefix(strings.ToLower(fmt.Sprint(e.Args[0])), "eval") {
+		if len(e.Args) > 0 && (strings.HasPrefix(strings.ToLower(fmt.Sprint(e.Args[0])), "eval") || strings.EqualFold(fmt.Sprint(e.Args[0]), "fcall")) {
 			slowest = max(slowest, e.Duration)
 		}
 	}

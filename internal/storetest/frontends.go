@@ -40,7 +40,7 @@ func scripts(t *testing.T, a *goredis.Client) int64 {
 	stats, err := serverinfo.CommandStats(context.Background(), a)
 	require.NoError(t, err)
 	s := serverinfo.Scripts(stats)
-	return s.Calls - stats["evalsha"].Failed - stats["eval"].Failed
+	return s.Calls - stats["fcall"].Failed - stats["evalsha"].Failed - stats["eval"].Failed
 }
 
 // nearCacheBehindMulti: a key at its limit of 5 per minute, 40 requests

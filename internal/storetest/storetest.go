@@ -33,8 +33,8 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("a decision that timed out is not retried, so it counts at most once", func(t *testing.T) {
 		NotRetried(t, kind, newStore, ratelimit.DefaultTimeout)
 	})
-	t.Run("recovers from SCRIPT FLUSH, counting each request once", func(t *testing.T) { scriptFlushed(t, addr, newStore) })
-	t.Run("SCRIPT FLUSH under load reaches no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
+	t.Run("recovers from SCRIPT FLUSH and FUNCTION FLUSH, counting each request once", func(t *testing.T) { scriptFlushed(t, addr, newStore) })
+	t.Run("SCRIPT FLUSH and FUNCTION FLUSH under load reach no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
 	t.Run("a slow server does not hold a caller past its deadline", func(t *testing.T) { SlowServer(t, addr, newStore(t, addr)) })
 	t.Run("bad input stores nothing on the server", func(t *testing.T) { badInput(t, addr, newStore) })
 	t.Run("a flood of denied requests keeps limit entries", func(t *testing.T) { flood(t, addr, newStore) })
@@ -132,8 +132,9 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 		l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 10, time.Hour), prefix())
 		for i := 1; i <= 3; i++ {
 			require.NoError(t, a.ScriptFlush(ctx).Err())
+			require.NoError(t, a.FunctionFlush(ctx).Err())
 			d, err := l.Allow(ctx, "user")
-			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH", alg, i)
+			require.NoError(t, err, "%v: call %d after SCRIPT FLUSH and FUNCTION FLUSH", alg, i)
 			require.Equal(t, i, d.Count, "%v: counted once", alg)
 		}
 	}
@@ -148,9 +149,11 @@ func scriptFlush(t *testing.T, addr string, newStore NewStore) {
 	for i := 0; i < 10; i++ {
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, a.ScriptFlush(context.Background()).Err())
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, a.FunctionFlush(context.Background()).Err())
 	}
 	ld.finish()
-	require.Zero(t, ld.failures.Load(), "errors from %d calls across 10 SCRIPT FLUSH; the first: %v", ld.calls.Load(), ld.firstErr.Load())
+	require.Zero(t, ld.failures.Load(), "errors from %d calls across 10 SCRIPT FLUSH and FUNCTION FLUSH; the first: %v", ld.calls.Load(), ld.firstErr.Load())
 }
 
 // keysUnder lists the server's keys under prefix.

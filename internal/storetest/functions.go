@@ -1,0 +1,55 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+// Functions checks how a store runs its scripts: on a server with
+// functions, one FCALL a decision and no EVALSHA once the library is loaded
+// (by the store, on the first "Function not found"); on a server whose
+// FCALL and FUNCTION are renamed away (as before Redis 7), one EVALSHA a
+// decision, every answer the same. Each server is the test's own.
+func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	for _, without := range []bool{false, true} {
+		name := "a server with functions: FCALL"
+		var extra []string
+		if without {
+			name = "a server without functions: EVALSHA"
+			extra = []string{"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""}
+		}
+		t.Run(name, func(t *testing.T) {
+			srv := testserver.Own(t, kind, extra...)
+			a := admin(t, srv.Addr)
+			ctx := context.Background()
+			for _, alg := range ratelimit.Algorithms() {
+				l := limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(alg, 5, time.Hour), prefix())
+				_, err := l.Allow(ctx, "warm-up") // the library or the script loaded
+				require.NoError(t, err)
+				before, err := serverinfo.CommandStats(ctx, a)
+				require.NoError(t, err)
+				for i := 1; i <= 7; i++ {
+					d, err := l.Allow(ctx, "user")
+					require.NoError(t, err)
+					require.Equal(t, i <= 5, d.Allowed, "%v: request %d", alg, i)
+				}
+				after, err := serverinfo.CommandStats(ctx, a)
+				require.NoError(t, err)
+				calls := func(cmd string) int64 { return after[cmd].Calls - before[cmd].Calls }
+				if without {
+					require.EqualValues(t, 7, calls("evalsha"), "%v: EVALSHA a decision", alg)
+				} else {
+					require.EqualValues(t, 7, calls("fcall"), "%v: FCALL a decision", alg)
+					require.Zero(t, calls("evalsha")+calls("eval"), "%v: no script", alg)
+				}
+			}
+		})
+	}
+}
