@@ -49,8 +49,10 @@ const loopKey = "@ID@"
 
 // loopLua runs the text (a script's body, as a function) ARGV[1] times,
 // each on the keys ARGV[3..2+ARGV[2]] with loopKey replaced by one of 1,000
-// ids, and the rest of ARGV as the script's arguments.
-const loopLua = `local function run(KEYS, ARGV)
+// ids, and the rest of ARGV as the script's arguments. The top text runs
+// once, before: a function library's, outside its functions.
+const loopLua = `%s
+local function run(KEYS, ARGV)
 %s
 end
 local n, nk = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -67,6 +69,7 @@ return n`
 // loopScript is one script to measure: its text, keys and arguments.
 type loopScript struct {
 	name string
+	top  string // run once, before (a library's top)
 	text string
 	keys []string
 	args []string
@@ -74,7 +77,8 @@ type loopScript struct {
 
 // loopScripts are the references (return 1, a minimal fixed window,
 // go-redis/redis_rate's GCRA) and this library's scripts, at loopLimit per
-// loopWindow.
+// loopWindow: each as EVALSHA runs it (the whole text a call) and as FCALL
+// runs its function (the library's top once).
 func loopScripts(rateText string) []loopScript {
 	limit, ms := strconv.Itoa(loopLimit), strconv.FormatInt(loopWindow.Milliseconds(), 10)
 	ls := []loopScript{
@@ -93,8 +97,12 @@ func loopScripts(rateText string) []loopScript {
 			panic(err) // a constant policy
 		}
 		req := backend.Request{Rule: rule, Key: loopKey, Cost: 1}
-		ls = append(ls, loopScript{name: "ratelimit " + alg.String(), text: script.For(backend.Algorithm(alg)).Text,
-			keys: script.Keys(req), args: script.Args(req, script.Take)})
+		top, body := script.FunctionParts(backend.Algorithm(alg))
+		ls = append(ls,
+			loopScript{name: "ratelimit " + alg.String() + " (EVALSHA)", text: script.For(backend.Algorithm(alg)).Text,
+				keys: script.Keys(req), args: script.Args(req, script.Take)},
+			loopScript{name: "ratelimit " + alg.String() + " (FCALL)", top: top, text: body,
+				keys: script.Keys(req), args: script.Args(req, script.Take)})
 	}
 	return ls
 }
@@ -173,7 +181,10 @@ func runScripts(addr string, rounds int, out, progress io.Writer) error {
 		us := float64(best[i].Nanoseconds()) / 1000 / loopRuns
 		fmt.Fprintf(w, "%s\t%.2f\t%.2fx\t\n", l.name, us, float64(best[i])/float64(ref))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return runCalls(ctx, c, rateText, rounds, out, progress)
 }
 
 // loopOnce runs l loopRuns times in one EVAL on keys of its own and
@@ -188,6 +199,6 @@ func loopOnce(ctx context.Context, c *goredis.Client, l loopScript) (time.Durati
 		args = append(args, a)
 	}
 	start := time.Now()
-	err := c.Eval(ctx, fmt.Sprintf(loopLua, l.text, loopKeys), nil, args...).Err()
+	err := c.Eval(ctx, fmt.Sprintf(loopLua, l.top, l.text, loopKeys), nil, args...).Err()
 	return time.Since(start), err
 }

@@ -36,23 +36,33 @@ var functions [4]string
 // For(alg) does, with the same keys and arguments.
 func Function(alg backend.Algorithm) string { return functions[alg] }
 
+// libraryTop is the library's text outside its functions, run at load:
+// the sliding log's helpers are made once.
+var libraryTop = prelude + sliding
+
+// bodies are the functions' bodies, by algorithm.
+var bodies = [...]string{
+	backend.SlidingWindow:        one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n",
+	backend.FixedWindow:          one + fixed,
+	backend.SlidingWindowCounter: one + counter,
+	backend.GCRA:                 one + gcra,
+}
+
+// FunctionParts are the library's text outside its functions and the body
+// of alg's function (KEYS and ARGV its arguments), for a harness that runs
+// a function's work as the server does (bench/peers).
+func FunctionParts(alg backend.Algorithm) (top, body string) { return libraryTop, bodies[alg] }
+
 func init() {
-	var body strings.Builder
-	body.WriteString(prelude)
-	body.WriteString(sliding) // the sliding log's helpers: made once, at load
-	bodies := [...]string{
-		backend.SlidingWindow:        one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n",
-		backend.FixedWindow:          one + fixed,
-		backend.SlidingWindowCounter: one + counter,
-		backend.GCRA:                 one + gcra,
-	}
-	h := sha1.Sum([]byte(prelude + sliding + strings.Join(bodies[:], "")))
+	h := sha1.Sum([]byte(libraryTop + strings.Join(bodies[:], "")))
 	LibraryName = "ratelimit_" + hex.EncodeToString(h[:6])
+	var lib strings.Builder
+	lib.WriteString("#!lua name=" + LibraryName + "\n" + libraryTop)
 	for alg, b := range bodies {
 		functions[alg] = LibraryName + "_" + algorithmArgs[alg]
-		body.WriteString("redis.register_function('" + functions[alg] + "', function(KEYS, ARGV)\n" + b + "end)\n")
+		lib.WriteString("redis.register_function('" + functions[alg] + "', function(KEYS, ARGV)\n" + b + "end)\n")
 	}
-	Library = "#!lua name=" + LibraryName + "\n" + body.String()
+	Library = lib.String()
 }
 
 // FunctionMissing reports whether err is a server's answer that it has no
