@@ -1,4 +1,5 @@
--- GCRA. ka: a string, the doubles at, level, unit, drain: the bucket's
+-- GCRA. ka: a string, the doubles at and level, then unit and drain as
+-- 6-byte unsigned integers (28 bytes, under 128 a key): the bucket's
 -- level at time at, in the units of the rate it was written under (a
 -- request weighs unit, a µs drains drain). p1, p2, p3: burst, unit, drain.
 local burst, unit, drain = p1, p2, p3
@@ -9,7 +10,7 @@ if type(v) == 'table' then -- an error: a key of another type is no state
   v = false
 end
 local at, l, u, d
-if v and #v == 32 then at, l, u, d = struct.unpack('<dddd', v) end
+if v and #v == 28 then at, l, u, d = struct.unpack('<ddI6I6', v) end
 local level, future = 0, false
 if at and at >= 0 and at <= max_time and at % 1 == 0 and l >= 0 and l <= max_level and l % 1 == 0
     and u >= 1 and u <= max_unit and u % 1 == 0 and d >= 1 and d <= max_count and d % 1 == 0 then
@@ -45,9 +46,9 @@ end
 if write then
   local ms = math.max(math.floor((math.floor((level + drain - 1) / drain) + 999) / 1000), retain) + slack
   if pending then
-    pending[#pending + 1] = {ka, struct.pack('<dddd', now, level, unit, drain), ms}
+    pending[#pending + 1] = {ka, struct.pack('<ddI6I6', now, level, unit, drain), ms}
   else
-    redis.call('SET', ka, struct.pack('<dddd', now, level, unit, drain), 'PX', ms)
+    redis.call('SET', ka, struct.pack('<ddI6I6', now, level, unit, drain), 'PX', ms)
   end
 end
 local count = math.floor((level + unit - 1) / unit)

@@ -18,7 +18,8 @@ import (
 //	P{K}:f        the fixed window: 16 bytes, the little-endian doubles
 //	              start (µs) and count
 //	P{K}:c        the sliding window counter: 24 bytes, start, prev, cur
-//	P{K}:g        GCRA: 32 bytes, at, level, unit, drain
+//	P{K}:g        GCRA: 28 bytes, the doubles at and level, then unit and
+//	              drain as 6-byte little-endian unsigned integers
 //
 // Packed doubles are exact (every number is an integer below 2^53), and
 // the server packs and unpacks them for less than it formats and parses
