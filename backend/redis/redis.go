@@ -1,13 +1,15 @@
 // Package redis is the backend.Store on Redis (or any server speaking its
 // protocol and Lua), through github.com/redis/go-redis/v9.
 //
-// Each decision is one Lua script (shared with the Valkey backend) run with
-// EVALSHA: one round trip, atomic on the server, so any number of app
-// instances sharing the server enforce one limit. After a SCRIPT FLUSH or a
-// restart the server answers NOSCRIPT, and the store sends the script again
-// with EVAL, in the same call, transparently. Reset is one DEL. The Store is a
-// backend.MultiStore: several policies on one caller's key are decided by
-// one script.
+// Each decision is one Lua script (shared with the Valkey backend): one
+// round trip, atomic on the server, so any number of app instances sharing
+// the server enforce one limit. On Redis 7 (and Valkey) it is an FCALL of
+// the function of the request's algorithm, from a library the store loads
+// with FUNCTION LOAD the first time the server answers that it has no such
+// function (after a restart or a FUNCTION FLUSH too), in the same call; on
+// an older server an EVALSHA, and after NOSCRIPT the script itself (EVAL).
+// Reset is one DEL. The Store is a backend.MultiStore: several policies on
+// one caller's key are decided by one script (EVALSHA).
 //
 // Keys look like "ratelimit:{user42}:sw" (the log), with the caller's key as
 // the Cluster hash tag, so all the keys of one caller's key are in one slot;
@@ -54,9 +56,9 @@ import (
 
 // Client is what the store needs of a go-redis client; redis.Client,
 // redis.ClusterClient, redis.Ring and a failover client all have it, as does
-// redis.UniversalClient. The store sends its EVALSHA (and EVAL after a
-// NOSCRIPT) as commands of its own through Process: their arguments and
-// reply are built and read without an allocation per value.
+// redis.UniversalClient. The store sends its FCALL or EVALSHA (and EVAL
+// after a NOSCRIPT) as commands of its own through Process: their arguments
+// and reply are built and read without an allocation per value.
 type Client interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 	Del(ctx context.Context, keys ...string) *goredis.IntCmd
@@ -221,17 +223,17 @@ func (s *Store) capped(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, s.readTimeout)
 }
 
-// Take implements backend.Store: one EVALSHA.
+// Take implements backend.Store: one FCALL (or EVALSHA).
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Take)
 }
 
-// Peek implements backend.Store: one EVALSHA that writes nothing.
+// Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one EVALSHA, then a PUBLISH on
+// Refund implements backend.RefundStore: one FCALL (or EVALSHA), then a PUBLISH on
 // the channel of changes (see Invalidations).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	out, err := s.decide(ctx, req, script.Refund)

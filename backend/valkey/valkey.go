@@ -3,8 +3,10 @@
 //
 // It runs the same Lua scripts as the Redis backend, with the same key names
 // and the same server clock, so a key written through one backend reads the
-// same through the other. Each decision is one EVALSHA (valkey-go falls back
-// to EVAL on NOSCRIPT); valkey-go pipelines the commands of concurrent
+// same through the other. Each decision is one FCALL of the function of
+// its algorithm (the store loads the library on the first "Function not
+// found"), or on a server without functions one EVALSHA (valkey-go falls
+// back to EVAL on NOSCRIPT); valkey-go pipelines the commands of concurrent
 // callers on shared connections automatically, which is where this backend
 // gets its throughput under load. Reset is one DEL. The Store is a
 // backend.MultiStore: several policies on one caller's key are decided by
@@ -108,17 +110,17 @@ func New(client vk.Client, opts ...Option) *Store {
 	return s
 }
 
-// Take implements backend.Store: one EVALSHA.
+// Take implements backend.Store: one FCALL (or EVALSHA).
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Take)
 }
 
-// Peek implements backend.Store: one EVALSHA that writes nothing.
+// Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one EVALSHA, then a PUBLISH on
+// Refund implements backend.RefundStore: one FCALL (or EVALSHA), then a PUBLISH on
 // the channel of changes (see Invalidations).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	out, err := s.decide(ctx, req, script.Refund)
