@@ -1,12 +1,6 @@
--- Fixed window. ka: a string, the doubles start of the stored window (µs)
--- and count. p1, p2: limit, window (µs).
+-- Fixed window. ka (v, its value: state.lua): a string, the doubles start
+-- of the stored window (µs) and count. p1, p2: limit, window (µs).
 local limit, window = p1, p2
-local v = redis.pcall('GET', ka)
-if type(v) == 'table' then -- an error: a key of another type is no state
-  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then error(v) end
-  redis.call('DEL', ka)
-  v = false
-end
 local start, count
 if v and #v == 16 then start, count = struct.unpack('<dd', v) end
 local ws = now - math.fmod(now, window) -- now's window (now >= 0; fmod is exact)

@@ -1,14 +1,8 @@
--- GCRA. ka: a string, the doubles at and level, then unit and drain as
--- 6-byte unsigned integers (28 bytes, under 128 a key): the bucket's
--- level at time at, in the units of the rate it was written under (a
+-- GCRA. ka (v, its value: state.lua): a string, the doubles at and level,
+-- then unit and drain as 6-byte unsigned integers (28 bytes, under 128 a
+-- key): the bucket's level at time at, in the units of the rate it was written under (a
 -- request weighs unit, a µs drains drain). p1, p2, p3: burst, unit, drain.
 local burst, unit, drain = p1, p2, p3
-local v = redis.pcall('GET', ka)
-if type(v) == 'table' then -- an error: a key of another type is no state
-  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then error(v) end
-  redis.call('DEL', ka)
-  v = false
-end
 local at, l, u, d
 if v and #v == 28 then at, l, u, d = struct.unpack('<ddI6I6', v) end
 local level, future = 0, false

@@ -43,9 +43,9 @@ var libraryTop = prelude + sliding
 // bodies are the functions' bodies, by algorithm.
 var bodies = [...]string{
 	backend.SlidingWindow:        one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n",
-	backend.FixedWindow:          one + fixed,
-	backend.SlidingWindowCounter: one + counter,
-	backend.GCRA:                 one + gcra,
+	backend.FixedWindow:          one + fixedBody,
+	backend.SlidingWindowCounter: one + counterBody,
+	backend.GCRA:                 one + gcraBody,
 }
 
 // FunctionParts are the library's text outside its functions and the body

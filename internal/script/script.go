@@ -34,6 +34,11 @@ var (
 	decide string
 	//go:embed one.lua
 	one string
+	//go:embed state.lua
+	state string
+
+	// The bodies of the O(1) algorithms, each after the read of its state.
+	fixedBody, counterBody, gcraBody = state + fixed, state + counter, state + gcra
 
 	// prelude is common.lua with the bounds of package backend and the TTL
 	// slack written in.
@@ -43,7 +48,7 @@ var (
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, the sliding log's functions, a function around
 	// each other algorithm's body, then decide.lua.
-	All = newLua(prelude + sliding + function("fixed", fixed) + function("counter", counter) + function("gcra", gcra) + decide)
+	All = newLua(prelude + sliding + function("fixed", fixedBody) + function("counter", counterBody) + function("gcra", gcraBody) + decide)
 
 	// ones are the scripts of one request (Take, Peek, Refund), by
 	// algorithm: the server runs a script's whole text on every call, so
@@ -52,9 +57,9 @@ var (
 	// per decision: docs/figures.md).
 	ones = [...]*Lua{
 		backend.SlidingWindow:        newLua(prelude + sliding + one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n"),
-		backend.FixedWindow:          newLua(prelude + one + fixed),
-		backend.SlidingWindowCounter: newLua(prelude + one + counter),
-		backend.GCRA:                 newLua(prelude + one + gcra),
+		backend.FixedWindow:          newLua(prelude + one + fixedBody),
+		backend.SlidingWindowCounter: newLua(prelude + one + counterBody),
+		backend.GCRA:                 newLua(prelude + one + gcraBody),
 	}
 
 	// Decide and SHA1 are All's text and name, kept for callers that run

@@ -1,0 +1,9 @@
+-- The state of the fixed window, the counter and GCRA: v, the value of
+-- their one key ka (false: none), read before the algorithm's body. A key of
+-- another type is no state: it is deleted, even by a peek.
+local v = redis.pcall('GET', ka)
+if type(v) == 'table' then -- an error: a key of another type is no state
+  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then error(v) end
+  redis.call('DEL', ka)
+  v = false
+end
