@@ -1,10 +1,11 @@
 -- Sliding window counter. ka (v, its value: state.lua): a string, the
--- doubles start of the stored window (µs), the previous window's count and the current one's. p1, p2:
--- limit, window (µs). The previous window weighs the part of it the sliding
--- window still covers, in thousandths: ceil((window - e) * 1000 / window)
--- at e µs into the current one, its count ceil(prev * that / 1000). A count
--- p weighs at most m from e = window - floor(floor(m * 1000 / p) * window /
--- 1000) into its next window on (0 once p <= m).
+-- doubles start of the stored window (µs), the previous window's count and
+-- the current one's. p1, p2: limit, window (µs). The previous window weighs
+-- the part of it the sliding window still covers, in thousandths:
+-- ceil((window - e) * 1000 / window) at e µs into the current one, its
+-- count ceil(prev * that / 1000). A count p weighs at most m from e =
+-- window - floor(floor(m * 1000 / p) * window / 1000) into its next window
+-- on (0 once p <= m).
 local limit, window = p1, p2
 local start, prev, cur
 if v and #v == 24 then start, prev, cur = struct.unpack('<ddd', v) end

@@ -1,7 +1,8 @@
 -- GCRA. ka (v, its value: state.lua): a string, the doubles at and level,
 -- then unit and drain as 6-byte unsigned integers (28 bytes, under 128 a
--- key): the bucket's level at time at, in the units of the rate it was written under (a
--- request weighs unit, a µs drains drain). p1, p2, p3: burst, unit, drain.
+-- key): the bucket's level at time at, in the units of the rate it was
+-- written under (a request weighs unit, a µs drains drain). p1, p2, p3:
+-- burst, unit, drain.
 local burst, unit, drain = p1, p2, p3
 local at, l, u, d
 if v and #v == 28 then at, l, u, d = struct.unpack('<ddI6I6', v) end
