@@ -20,29 +20,10 @@ import (
 // steps (some backwards, as skewed clients produce, some an hour, as a
 // stepped clock does) and policy changes.
 func matchesModel(t *testing.T, e *env) {
-	rng := mrand.New(mrand.NewSource(int64(e.alg) + 7))
-	c := e.checked(5, 200*time.Millisecond)
-	keys := []string{"a", "b", "c"}
-	for i := 0; i < 400; i++ {
-		c.clock.Advance(time.Duration(rng.Intn(60)-10) * time.Millisecond)
-		key := keys[rng.Intn(len(keys))]
-		switch r := rng.Intn(100); {
-		case r < 50:
-			c.allow(key)
-		case r < 75:
-			c.allowN(key, 1+rng.Intn(c.l.Policy().MaxCost()))
-		case r < 90:
-			c.peek(key)
-		case r < 93:
-			c.reset(key)
-		case r < 95:
-			c.setPolicy(e.policy(1+rng.Intn(8), time.Duration(1+rng.Intn(400))*time.Millisecond))
-		case r < 98:
-			c.refund(key, 1+rng.Intn(3))
-		default: // a clock that steps an hour, forwards or back
-			c.clock.Advance(time.Duration(1-2*rng.Intn(2)) * time.Hour)
-		}
-	}
+	randomTraffic(e, traffic{seed: 7, limit: 5, window: 200 * time.Millisecond, keys: 3, calls: 400,
+		step: [2]int{-10, 49}, maxCost: 1 << 30, limits: [2]int{1, 8}, windows: [2]int{1, 400}, refund: 3,
+		jump: func(rng *mrand.Rand) time.Duration { return time.Duration(1-2*rng.Intn(2)) * time.Hour },
+		mix:  [6]int{50, 75, 90, 93, 95, 98}})
 }
 
 // matchesModelAtLimitsOfTens is matchesModel at limits of 10 to 40, where
@@ -51,27 +32,56 @@ func matchesModel(t *testing.T, e *env) {
 // entries, say) must answer retries, resets and counts that reach past
 // them as the model does.
 func matchesModelAtLimitsOfTens(t *testing.T, e *env) {
-	rng := mrand.New(mrand.NewSource(int64(e.alg) + 11))
-	c := e.checked(25, 300*time.Millisecond)
-	keys := []string{"a", "b"}
-	for i := 0; i < 600; i++ {
-		c.clock.Advance(time.Duration(rng.Intn(12)-2) * time.Millisecond)
-		key := keys[rng.Intn(len(keys))]
+	randomTraffic(e, traffic{seed: 11, limit: 25, window: 300 * time.Millisecond, keys: 2, calls: 600,
+		step: [2]int{-2, 9}, maxCost: 5, limits: [2]int{10, 40}, windows: [2]int{50, 449}, refund: 4,
+		jump: func(rng *mrand.Rand) time.Duration { return -time.Duration(rng.Intn(400)) * time.Millisecond },
+		mix:  [6]int{45, 75, 88, 90, 93, 98}})
+}
+
+// traffic is a random load on a checked Limiter: its first policy, its
+// keys and calls, the clock's step between calls (ms, from step[0] to
+// step[1]), the largest cost, the policies it changes to (limits and
+// windows in ms, inclusive ranges), the largest refund, a jump of the
+// clock, and the mix: the percentiles below which a call is an Allow, an
+// AllowN, a Peek, a Reset, a policy change, a Refund; above the last, a
+// jump.
+type traffic struct {
+	seed            int64
+	limit           int
+	window          time.Duration
+	keys, calls     int
+	step            [2]int
+	maxCost         int
+	limits, windows [2]int
+	refund          int
+	jump            func(*mrand.Rand) time.Duration
+	mix             [6]int
+}
+
+// randomTraffic runs tr, every answer checked against the model.
+func randomTraffic(e *env, tr traffic) {
+	rng := mrand.New(mrand.NewSource(int64(e.alg) + tr.seed))
+	c := e.checked(tr.limit, tr.window)
+	for i := 0; i < tr.calls; i++ {
+		c.clock.Advance(time.Duration(tr.step[0]+rng.Intn(tr.step[1]-tr.step[0]+1)) * time.Millisecond)
+		key := string(rune('a' + rng.Intn(tr.keys)))
 		switch r := rng.Intn(100); {
-		case r < 45:
+		case r < tr.mix[0]:
 			c.allow(key)
-		case r < 75:
-			c.allowN(key, 1+rng.Intn(min(5, c.l.Policy().MaxCost())))
-		case r < 88:
+		case r < tr.mix[1]:
+			c.allowN(key, 1+rng.Intn(min(tr.maxCost, c.l.Policy().MaxCost())))
+		case r < tr.mix[2]:
 			c.peek(key)
-		case r < 90:
+		case r < tr.mix[3]:
 			c.reset(key)
-		case r < 93:
-			c.setPolicy(e.policy(10+rng.Intn(31), time.Duration(50+rng.Intn(400))*time.Millisecond))
-		case r < 98:
-			c.refund(key, 1+rng.Intn(4))
-		default: // a clock that steps back a window or so
-			c.clock.Advance(-time.Duration(rng.Intn(400)) * time.Millisecond)
+		case r < tr.mix[4]:
+			limit := tr.limits[0] + rng.Intn(tr.limits[1]-tr.limits[0]+1)
+			window := tr.windows[0] + rng.Intn(tr.windows[1]-tr.windows[0]+1)
+			c.setPolicy(e.policy(limit, time.Duration(window)*time.Millisecond))
+		case r < tr.mix[5]:
+			c.refund(key, 1+rng.Intn(tr.refund))
+		default:
+			c.clock.Advance(tr.jump(rng))
 		}
 	}
 }
