@@ -12,14 +12,13 @@ import (
 // Redis 7 and Valkey). The server runs a script's whole text on every
 // EVALSHA, creating the closures it defines each time; a library's text
 // runs once, when it is loaded, so its helpers are made once and a call runs
-// the function alone. On Redis 7.0, with INFO commandstats over 200,000
-// calls at 20 per second per key (figures.md), FCALL took 0.88-0.92x the
-// server time of EVALSHA for GCRA and 0.76-0.80x for the sliding log: more
-// than the noise, so the stores call the functions where the server has
-// them, and EVALSHA where it does not (Redis 6) or while it refuses to load
-// them. Several requests together (TakeAll) run All by EVALSHA: that
-// script sets state (quiet, pending) that a library would keep between
-// calls.
+// the function alone. FCALL costs the server less than EVALSHA by more than
+// the noise (docs/figures.md), so the stores call the functions where the
+// server has them, and EVALSHA where it does not (Redis 6) or while it
+// refuses to load them. Several requests together (TakeAll) run All by
+// EVALSHA: that script sets state (quiet, pending) that a library would
+// keep between calls. A library's top runs with no access to globals (math,
+// string): only the functions use them.
 
 // LibraryName is the name of the library of this version of the scripts:
 // its text's hash, so that libraries of releases with other scripts live
