@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -34,30 +35,36 @@ func (s *Store) decideCall(ctx context.Context, cmd *goredis.IntSliceCmd, words 
 		sha := words[1]
 		words[0], words[1] = fcall, functions[alg]
 		reply, err := s.process(ctx, cmd, words)
+		refused := false
 		if script.FunctionMissing(err) {
-			if lerr := s.loadLibrary(ctx, key); lerr != nil {
+			lerr := s.loadLibrary(ctx, key)
+			var answer goredis.Error
+			switch {
+			case lerr == nil:
+				reply, err = s.process(ctx, cmd, words)
+			case errors.As(lerr, &answer): // the server refused the library
+				refused = true
+			default: // no answer: the call fails as any would
+				words[0], words[1] = evalsha, sha
 				return nil, lerr
 			}
-			reply, err = s.process(ctx, cmd, words)
 		}
 		words[0], words[1] = evalsha, sha
-		switch {
-		case script.NoFunctions(err):
-			s.noFunctions.Store(true) // a server before Redis 7: EVALSHA from now on
-		case script.FunctionMissing(err):
-			// Loaded, yet not found where the call went (a ring client
-			// routes FUNCTION LOAD elsewhere): EVALSHA from now on.
-			s.noFunctions.Store(true)
-		default:
+		if !refused && !script.NoFunctions(err) && !script.FunctionMissing(err) {
 			return reply, err
 		}
+		// A server before Redis 7, an ACL that forbids functions, a library
+		// the server refused, or one loaded yet not found where the call
+		// went (a ring client routes FUNCTION LOAD elsewhere): EVALSHA from
+		// now on.
+		s.noFunctions.Store(true)
 	}
 	return s.evalSHA(ctx, cmd, words)
 }
 
 // loadLibrary loads the functions on the server that decides key: a
 // cluster's master of its slot, else the client's server. A library another
-// instance loaded first is loaded.
+// instance loaded first is loaded; any other answer is an error.
 func (s *Store) loadLibrary(ctx context.Context, key string) error {
 	var err error
 	if s.masterFor != nil {
@@ -68,8 +75,8 @@ func (s *Store) loadLibrary(ctx context.Context, key string) error {
 	} else {
 		err = s.client.Process(ctx, goredis.NewStringCmd(ctx, "function", "load", script.Library))
 	}
-	if script.LibraryLoaded(err) || script.NoFunctions(err) {
-		return nil // loaded, or none to load: the call says which
+	if script.LibraryLoaded(err) {
+		return nil
 	}
 	return err
 }

@@ -21,17 +21,25 @@ import (
 func (s *Store) call(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	if alg >= 0 && !s.noFunctions.Load() {
 		reply, err := s.fcall(ctx, alg, keys, args)
+		refused := false
 		if script.FunctionMissing(err) {
-			if lerr := s.loadLibrary(ctx, keys[0]); lerr != nil {
+			lerr := s.loadLibrary(ctx, keys[0])
+			_, answer := vk.IsValkeyErr(lerr)
+			switch {
+			case lerr == nil:
+				reply, err = s.fcall(ctx, alg, keys, args)
+			case answer: // the server refused the library
+				refused = true
+			default: // no answer: the call fails as any would
 				return nil, lerr
 			}
-			reply, err = s.fcall(ctx, alg, keys, args)
 		}
-		if !script.NoFunctions(err) && !script.FunctionMissing(err) {
+		if !refused && !script.NoFunctions(err) && !script.FunctionMissing(err) {
 			return reply, err
 		}
-		// No functions on the server, or none where the call went after
-		// loading them: EVALSHA from now on.
+		// A server without functions, an ACL that forbids them, a library
+		// the server refused, or one loaded yet not found where the call
+		// went: EVALSHA from now on.
 		s.noFunctions.Store(true)
 	}
 	return lua.Exec(ctx, s.client, keys, args).AsIntSlice()
@@ -63,10 +71,9 @@ func (s *Store) loadLibrary(ctx context.Context, key string) error {
 	return nil
 }
 
-// loaded is FUNCTION LOAD's error, but none for a library that is there or
-// for a server without functions (the call after it tells).
+// loaded is FUNCTION LOAD's error, but none for a library that is there.
 func loaded(err error) error {
-	if script.LibraryLoaded(err) || script.NoFunctions(err) {
+	if script.LibraryLoaded(err) {
 		return nil
 	}
 	return err

@@ -71,15 +71,17 @@ func FunctionMissing(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Function not found")
 }
 
-// NoFunctions reports whether err is a server's answer that it has no
-// functions at all (before Redis 7: FCALL and FUNCTION are unknown
-// commands): the store runs the scripts by EVALSHA.
+// NoFunctions reports whether err is a server's answer that functions are
+// not for this client: it has none (before Redis 7: FCALL and FUNCTION are
+// unknown commands), or an ACL forbids FCALL or FUNCTION LOAD (NOPERM). The
+// store runs the scripts by EVALSHA then.
 func NoFunctions(err error) bool {
 	if err == nil {
 		return false
 	}
 	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "unknown command") && (strings.Contains(msg, "fcall") || strings.Contains(msg, "function"))
+	return (strings.Contains(msg, "unknown command") || strings.Contains(msg, "noperm")) &&
+		(strings.Contains(msg, "fcall") || strings.Contains(msg, "function"))
 }
 
 // LibraryLoaded reports whether err, FUNCTION LOAD's, says the library is

@@ -15,20 +15,31 @@ import (
 // Functions checks how a store runs its scripts: on a server with
 // functions, one FCALL a decision and no EVALSHA once the library is loaded
 // (by the store, on the first "Function not found"); on a server whose
-// FCALL and FUNCTION are renamed away (as before Redis 7), one EVALSHA a
-// decision, every answer the same. Each server is the test's own.
+// FCALL and FUNCTION are renamed away (as before Redis 7), or whose ACL
+// forbids the client FUNCTION LOAD (NOPERM), one EVALSHA a decision, every
+// answer the same. Each server is the test's own.
 func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
-	for _, without := range []bool{false, true} {
-		name := "a server with functions: FCALL"
-		var extra []string
-		if without {
-			name = "a server without functions: EVALSHA"
-			extra = []string{"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""}
-		}
-		t.Run(name, func(t *testing.T) {
-			srv := testserver.Own(t, kind, extra...)
+	cases := []struct {
+		name    string
+		extra   []string // the server's arguments
+		acl     []any    // an ACL SETUSER for the default user
+		without bool
+	}{
+		{name: "a server with functions: FCALL"},
+		{name: "a server without functions: EVALSHA", without: true,
+			extra: []string{"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""}},
+		{name: "an ACL that forbids FUNCTION LOAD: EVALSHA", without: true,
+			acl: []any{"acl", "setuser", "default", "-function"}},
+	}
+	for _, tc := range cases {
+		without := tc.without
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testserver.Own(t, kind, tc.extra...)
 			a := admin(t, srv.Addr)
 			ctx := context.Background()
+			if tc.acl != nil {
+				require.NoError(t, a.Do(ctx, tc.acl...).Err())
+			}
 			for _, alg := range ratelimit.Algorithms() {
 				l := limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(alg, 5, time.Hour), prefix())
 				_, err := l.Allow(ctx, "warm-up") // the library or the script loaded
