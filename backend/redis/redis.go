@@ -7,7 +7,8 @@
 // the function of the request's algorithm, from a library the store loads
 // with FUNCTION LOAD the first time the server answers that it has no such
 // function (after a restart or a FUNCTION FLUSH too), in the same call; on
-// an older server an EVALSHA, and after NOSCRIPT the script itself (EVAL).
+// an older server, or one whose ACL forbids the client functions, an
+// EVALSHA, and after NOSCRIPT the script itself (EVAL).
 // Reset is one DEL. The Store is a backend.MultiStore: several policies on
 // one caller's key are decided by one script (EVALSHA).
 //

@@ -5,10 +5,11 @@
 // and the same server clock, so a key written through one backend reads the
 // same through the other. Each decision is one FCALL of the function of
 // its algorithm (the store loads the library on the first "Function not
-// found"), or on a server without functions one EVALSHA (valkey-go falls
-// back to EVAL on NOSCRIPT); valkey-go pipelines the commands of concurrent
-// callers on shared connections automatically, which is where this backend
-// gets its throughput under load. Reset is one DEL. The Store is a
+// found"), or on a server without functions (or whose ACL forbids them)
+// one EVALSHA (valkey-go falls back to EVAL on NOSCRIPT); valkey-go
+// pipelines the commands of concurrent callers on shared connections
+// automatically, which is where this backend gets its throughput under
+// load. Reset is one DEL. The Store is a
 // backend.MultiStore: several policies on one caller's key are decided by
 // one script.
 //
