@@ -274,12 +274,12 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	return out, nil
 }
 
-// call is one decision's FCALL or EVALSHA: the command, its words, and its key,
+// call is one decision's EVALSHA: the command, its words, and its keys,
 // which the words point to.
 type call struct {
 	cmd   goredis.IntSliceCmd
-	words [3 + 1 + script.MaxArgs]any
-	keys  [1]string
+	words [3 + 2 + script.MaxArgs]any
+	keys  [2]string
 }
 
 // The words of an EVALSHA (the script of each algorithm, and the one of
