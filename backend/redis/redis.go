@@ -274,8 +274,10 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	return out, nil
 }
 
-// call is one decision's EVALSHA: the command, its words, and its keys,
-// which the words point to.
+// call is one decision's FCALL or EVALSHA: the command, its words, and its
+// key, which the words point to. Its room for a second key and a word more
+// is kept: without it a sliding log's decision allocated once more
+// (TestAllocationsPerDecision).
 type call struct {
 	cmd   goredis.IntSliceCmd
 	words [3 + 2 + script.MaxArgs]any
