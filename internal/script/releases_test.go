@@ -44,28 +44,33 @@ type release struct {
 	scripts map[string]string
 }
 
-// releases are the tagged releases kept in testdata/releases.
-func releases(t *testing.T) []release {
-	t.Helper()
-	dirs, err := os.ReadDir("testdata/releases")
+// releases are the tagged releases kept in dir (testdata/releases): none
+// when it does not exist; an error for a release without the script of
+// every algorithm.
+func releases(dir string) ([]release, error) {
+	dirs, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	var out []release
 	for _, d := range dirs {
 		if !d.IsDir() {
 			continue
 		}
 		r := release{tag: d.Name(), scripts: map[string]string{}}
-		for _, alg := range layoutPolicies {
-			b, err := os.ReadFile(filepath.Join("testdata/releases", d.Name(), algFiles[alg.alg]))
-			require.NoError(t, err, "release %s keeps the script of every algorithm", d.Name())
-			r.scripts[algFiles[alg.alg]] = string(b)
+		for _, p := range layoutPolicies {
+			b, err := os.ReadFile(filepath.Join(dir, d.Name(), algFiles[p.alg]))
+			if err != nil {
+				return nil, fmt.Errorf("release %s keeps the script of every algorithm: %w", d.Name(), err)
+			}
+			r.scripts[algFiles[p.alg]] = string(b)
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, nil
 }
 
 // algFiles are the names of the algorithms' scripts in a kept release.
@@ -197,8 +202,14 @@ func TestEveryKeptReleaseSharesEveryKeyWithThisOne(t *testing.T) {
 			exact(t, mixed(t, store(c), store(other), p.alg, p.limit, p.burst), p.limit, p.burst)
 		})
 	}
-	kept := releases(t)
+	kept, err := releases("testdata/releases")
+	require.NoError(t, err)
 	t.Logf("%d tagged releases kept in testdata/releases", len(kept))
+	beside(t, c, kept)
+}
+
+// beside runs each of kept beside this release's store (see mixed).
+func beside(t *testing.T, c *goredis.Client, kept []release) {
 	for _, r := range kept {
 		for _, p := range layoutPolicies {
 			t.Run(r.tag+"/"+p.alg.String(), func(t *testing.T) {
@@ -207,6 +218,27 @@ func TestEveryKeptReleaseSharesEveryKeyWithThisOne(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAKeptReleaseIsRun: the harness reads a release kept as the first tag
+// will keep it (this release's scripts, in a folder of their own) and runs
+// it; a folder that lacks a script is refused.
+func TestAKeptReleaseIsRun(t *testing.T) {
+	dir := t.TempDir()
+	rel := filepath.Join(dir, "v0.0.0-this")
+	require.NoError(t, os.Mkdir(rel, 0o755))
+	for _, p := range layoutPolicies {
+		require.NoError(t, os.WriteFile(filepath.Join(rel, algFiles[p.alg]), []byte(script.For(p.alg).Text), 0o644))
+	}
+	kept, err := releases(dir)
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	require.Equal(t, "v0.0.0-this", kept[0].tag)
+	beside(t, client(t), kept)
+
+	require.NoError(t, os.Remove(filepath.Join(rel, algFiles[backend.GCRA])))
+	_, err = releases(dir)
+	require.Error(t, err, "a kept release without its GCRA script")
 }
 
 // TestAnIncompatibleLayoutIsCaught: the harness above fails for a release
