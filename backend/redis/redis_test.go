@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/internal/script"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -119,75 +117,6 @@ func newLimiter(t *testing.T, s backend.Store, p ratelimit.Policy, opts ...ratel
 }
 
 func prefix(t *testing.T) string { return "test:" + t.Name() + ":" }
-
-func commandStats(t *testing.T, c *goredis.Client) map[string]int64 {
-	calls, err := serverinfo.CommandCalls(context.Background(), c)
-	require.NoError(t, err)
-	return calls
-}
-
-// countingHook counts the commands the client sends (each of a pipeline).
-type countingHook struct{ n atomic.Int64 }
-
-func (h *countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
-func TestOneDecisionIsOneCommand(t *testing.T) {
-	c, admin := client(t), client(t)
-	hook := &countingHook{}
-	c.AddHook(hook)
-	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
-		l := newLimiter(t, redis.New(c), ratelimit.NewPolicy(alg, 5, time.Minute))
-		_, err := l.Allow(ctx, "warm-up") // loads the functions once (FCALL, FUNCTION LOAD, FCALL)
-		require.NoError(t, err)
-		const decisions = 20
-		before, sent := commandStats(t, admin), hook.n.Load()
-		for i := 0; i < decisions; i++ {
-			_, err := l.Allow(ctx, "user")
-			require.NoError(t, err)
-		}
-		after := commandStats(t, admin)
-		require.Equal(t, int64(decisions), hook.n.Load()-sent, "%v: commands sent by the client", alg)
-		require.Equal(t, int64(decisions), after["fcall"]-before["fcall"], "%v: FCALL calls on the server", alg)
-		require.Equal(t, before["evalsha"]+before["eval"], after["evalsha"]+after["eval"], "%v: no script once the functions are loaded", alg)
-	}
-}
-
-// Several policies on one caller's key are one script: Multi asks the store
-// to decide them together, so a denial by one takes nothing from the others
-// even under races (the one-by-one path's peek-then-take could over-count).
-func TestMultiOnOneKeyIsOneCommand(t *testing.T) {
-	c := client(t)
-	hook := &countingHook{}
-	c.AddHook(hook)
-	ctx := context.Background()
-	store := redis.New(c)
-	perSecond := newLimiter(t, store, ratelimit.PerSecond(2), ratelimit.WithPrefix(prefix(t)+"s:"), ratelimit.WithName("per-second"))
-	perHour := newLimiter(t, store, ratelimit.Policy{Limit: 100, Window: time.Hour, Algorithm: ratelimit.FixedWindow}, ratelimit.WithPrefix(prefix(t)+"h:"))
-	m, err := ratelimit.NewMulti(perSecond, perHour)
-	require.NoError(t, err)
-	_, err = m.Allow(ctx, "warm-up", "warm-up") // loads the script
-	require.NoError(t, err)
-	sent := hook.n.Load()
-	for i := 1; i <= 3; i++ {
-		d, err := m.Allow(ctx, "user", "user")
-		require.NoError(t, err)
-		require.Equal(t, i <= 2, d.Allowed, "request %d", i)
-	}
-	require.Equal(t, int64(3), hook.n.Load()-sent, "one command per Multi decision")
-	d, err := perHour.Peek(ctx, "user")
-	require.NoError(t, err)
-	require.Equal(t, 2, d.Count, "the denial took nothing from per-hour")
-}
 
 // Every key of one caller's key, under every prefix and algorithm, has one
 // hash tag, so one script may decide several policies on it.
@@ -293,37 +222,6 @@ func TestDegradedLocalMode(t *testing.T) {
 	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return redis.New(newClient(t, addr)) })
 }
 
-// A decision through go-redis made 17 to 19 allocations (go-redis's Script
-// boxed every argument and every integer of the reply). The store sends its
-// own command: the command with its words and keys (one allocation), the
-// keys' text (one), and go-redis's own four (its check of the connection it
-// takes from its pool, three; the reply's slice). The store is measured
-// alone: the Limiter's time budget adds one, and a timer per millisecond
-// of deadlines, which a loaded machine's slow calls make once per call.
-func TestAllocationsPerDecision(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are meaningless under -race")
-	}
-	s := redis.New(client(t))
-	for _, alg := range ratelimit.Algorithms() {
-		// A deadline, as the Limiter's budget gives, and within the
-		// client's read timeout (else the store caps it: four more).
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		req := backend.Request{Rule: ruleOf(t, fmt.Sprintf("allocs:%d:", time.Now().UnixNano()), ratelimit.NewPolicy(alg, 10_000, time.Minute)),
-			Key: "user", Cost: 1}
-		_, err := s.Take(ctx, req) // the connection, and the script (NOSCRIPT, then EVAL)
-		require.NoError(t, err)
-		allocs := testing.AllocsPerRun(200, func() {
-			if _, err := s.Take(ctx, req); err != nil {
-				t.Fatal(err)
-			}
-		})
-		t.Logf("%v: %.0f allocations per decision", alg, allocs)
-		require.LessOrEqual(t, allocs, 6.0, "%v: the call, the keys' text, and go-redis's own four", alg)
-	}
-}
-
 // On the server's clock the sliding log renews its keys' TTLs only when they
 // would not cover the state's life (at most once per TTLSlack under steady
 // use): a log that emptied (Redis deletes an empty sorted set) and came back
@@ -422,15 +320,5 @@ func TestFrontEnds(t *testing.T) {
 func TestMultiApartOnACluster(t *testing.T) {
 	storetest.MultiApart(t, testserver.GetCluster(t, testserver.RedisCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
 		return redis.New(clusterClient(t, addrs...))
-	})
-}
-
-// A server with functions runs each decision as one FCALL; one without (as
-// before Redis 7), as one EVALSHA.
-func TestFunctionsWhereTheServerHasThem(t *testing.T) {
-	storetest.Functions(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
-		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		t.Cleanup(func() { _ = c.Close() })
-		return redis.New(c)
 	})
 }
