@@ -151,14 +151,20 @@ func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (
 	return out, nil
 }
 
-// TakeAll implements backend.MultiStore: one EVALSHA for every request,
-// whatever their keys, on a single server; on a cluster client, one for
+// TakeAll implements backend.MultiStore: one request by its own script or
+// function, as Take but for a denial, which writes nothing (a Multi of one
+// policy: httplimit's, ratelimitd's one descriptor); several by one EVALSHA
+// for every request, whatever their keys, on a single server; on a cluster client, one for
 // requests on one caller's key (one hash tag), and for keys of several tags
 // a script per tag, sent at once, in two steps (script.TakeApart: a peek,
 // then a take if every one would admit), or, with WithReplicaAck, a refusal
 // (errors.ErrUnsupported).
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer script.Recover("ratelimit/valkey", &err)
+	if len(reqs) == 1 && len(outs) == 1 { // Multi of one policy: its own script (or function)
+		outs[0], err = s.decide(ctx, reqs[0], script.TakeQuiet)
+		return err
+	}
 	if err := script.TakeAll(ctx, reqs, outs, s.client.Mode() != vk.ClientModeCluster, s.ackReplicas == 0, s.all); err != nil {
 		return fmt.Errorf("ratelimit/valkey: %w", err)
 	}

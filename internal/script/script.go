@@ -123,6 +123,10 @@ const (
 	Peek
 	// Refund gives quota back (Request.Cost of it).
 	Refund
+	// TakeQuiet is Take, but a denial writes nothing at all: a TakeAll of
+	// one request (see quiet in common.lua), which runs the request's own
+	// script (or function) rather than All.
+	TakeQuiet
 )
 
 // Args are the script's arguments for one request (For's), as strings.
@@ -143,7 +147,7 @@ type ArgCache[T any] struct {
 	format      func(int64) T
 	str         func(string) T
 	serverClock T // the "now" that asks for the server's TIME; the empty string
-	ops         [3]T
+	ops         [4]T
 }
 
 // ruleArgs are the arguments of a rule.
@@ -158,7 +162,7 @@ type ruleArgs[T any] struct {
 // with str.
 func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
-		ops: [3]T{Take: str("take"), Peek: str("peek"), Refund: str("refund")}}
+		ops: [4]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet")}}
 }
 
 // For returns the arguments of one request.

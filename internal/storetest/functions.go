@@ -17,7 +17,8 @@ import (
 // (by the store, on the first "Function not found"); on a server whose
 // FCALL and FUNCTION are renamed away (as before Redis 7), or whose ACL
 // forbids the client FUNCTION LOAD (NOPERM), one EVALSHA a decision, every
-// answer the same. Each server is the test's own.
+// answer the same; through a Multi of one policy too. Each server is the
+// test's own.
 func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	cases := []struct {
 		name    string
@@ -51,13 +52,23 @@ func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 					require.NoError(t, err)
 					require.Equal(t, i <= 5, d.Allowed, "%v: request %d", alg, i)
 				}
+				// A Multi of one policy (httplimit's, ratelimitd's one
+				// descriptor) runs the request's own script too: it ran
+				// TakeAll's EVALSHA of every algorithm's text.
+				m, err := ratelimit.NewMulti(l)
+				require.NoError(t, err)
+				for i := 1; i <= 7; i++ {
+					d, err := m.Allow(ctx, "other")
+					require.NoError(t, err)
+					require.Equal(t, i <= 5, d.Allowed, "%v: Multi, request %d", alg, i)
+				}
 				after, err := serverinfo.CommandStats(ctx, a)
 				require.NoError(t, err)
 				calls := func(cmd string) int64 { return after[cmd].Calls - before[cmd].Calls }
 				if without {
-					require.EqualValues(t, 7, calls("evalsha"), "%v: EVALSHA a decision", alg)
+					require.EqualValues(t, 14, calls("evalsha"), "%v: EVALSHA a decision", alg)
 				} else {
-					require.EqualValues(t, 7, calls("fcall"), "%v: FCALL a decision", alg)
+					require.EqualValues(t, 14, calls("fcall"), "%v: FCALL a decision", alg)
 					require.Zero(t, calls("evalsha")+calls("eval"), "%v: no script", alg)
 				}
 			}
