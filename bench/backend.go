@@ -257,7 +257,7 @@ func (b *target) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
 		}
 	}
 	var total int64
-	for _, k := range script.Keys(request(prefix, "one", l.Policy())) {
+	for _, k := range script.StoredKeys(request(prefix, "one", l.Policy())) {
 		n, err := b.admin.MemoryUsage(ctx, k).Result()
 		if err != nil {
 			return 0, fmt.Errorf("MEMORY USAGE %s: %w", k, err)

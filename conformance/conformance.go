@@ -162,6 +162,7 @@ var storeScenarios = []scenario{
 	{"refuses a cost or a time it cannot decide exactly, recording nothing", refusesWhatItCannotDecide},
 	{"matches the reference model on random traffic", matchesModel},
 	{"matches the reference model at limits of tens", matchesModelAtLimitsOfTens},
+	{"matches the reference model at limits of hundreds", matchesModelAtLimitsOfHundreds},
 	{"never over-admits under concurrency across instances", noOverAdmission},
 	{"never over-admits in any window under load (64 goroutines, 4 instances)", noOverAdmissionInAnyWindow},
 	{"uses the store's own clock when it is asked to", storeClock},

@@ -38,6 +38,18 @@ func matchesModelAtLimitsOfTens(t *testing.T, e *env) {
 		mix:  [6]int{45, 75, 88, 90, 93, 98}})
 }
 
+// matchesModelAtLimitsOfHundreds is matchesModel at limits of 60 to 250,
+// where windows hold hundreds of units: a store that keeps a short log in
+// one form and a long one in another (the Redis scripts: a string up to a
+// limit of 128, a sorted set above) must carry a key's entries across a
+// live change of the limit between them, either way, as the model does.
+func matchesModelAtLimitsOfHundreds(t *testing.T, e *env) {
+	randomTraffic(e, traffic{seed: 13, limit: 200, window: time.Second, keys: 1, calls: 1200,
+		step: [2]int{-1, 3}, maxCost: 4, limits: [2]int{60, 250}, windows: [2]int{300, 1500}, refund: 6,
+		jump: func(rng *mrand.Rand) time.Duration { return -time.Duration(rng.Intn(200)) * time.Millisecond },
+		mix:  [6]int{55, 80, 88, 89, 94, 98}})
+}
+
 // traffic is a random load on a checked Limiter: its first policy, its
 // keys and calls, the clock's step between calls (ms, from step[0] to
 // step[1]), the largest cost, the policies it changes to (limits and

@@ -163,23 +163,30 @@ func TestMemoryOfAFullKey(t *testing.T) {
 			now = now.Add(time.Minute)
 		}
 		keys := keysOf(t, prefix(t), key, l.Policy())
-		require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
-		meta, err := c.Get(ctx, keys[1]).Bytes()
-		require.NoError(t, err)
-		require.Len(t, meta, 48, "the meta: six packed doubles")
-		last := int(math.Float64frombits(binary.LittleEndian.Uint64(meta))) // n, the counter naming entries
-		require.Greater(t, limit*(4096/limit+2), 4096, "more entries were made than there are ids")
-		require.LessOrEqual(t, last, 4096, "the ids have gone round, within their span")
-		logBytes, metaBytes := c.MemoryUsage(ctx, keys[0]).Val(), c.MemoryUsage(ctx, keys[1]).Val()
-		t.Logf("limit %d: MEMORY USAGE %d B for the log, %d B for its meta", limit, logBytes, metaBytes)
-		if limit == 100 {
-			require.LessOrEqual(t, logBytes, int64(1500), "a full key at limit 100")
+		logBytes := c.MemoryUsage(ctx, keys[0]).Val()
+		if limit <= script.ShortLog { // a string of the units' times, no meta
+			log, err := c.Get(ctx, keys[0]).Bytes()
+			require.NoError(t, err)
+			require.Len(t, log, 8*limit, "a short log: 8 bytes a unit")
+			require.Zero(t, c.Exists(ctx, keys[1]).Val(), "a short log has no meta")
+			t.Logf("limit %d: MEMORY USAGE %d B for the log", limit, logBytes)
+			require.LessOrEqual(t, logBytes, int64(8*limit+200), "a full key at limit %d: its units and the key", limit)
+		} else {
+			require.EqualValues(t, limit, c.ZCard(ctx, keys[0]).Val())
+			meta, err := c.Get(ctx, keys[1]).Bytes()
+			require.NoError(t, err)
+			require.Len(t, meta, 48, "the meta: six packed doubles")
+			last := int(math.Float64frombits(binary.LittleEndian.Uint64(meta))) // n, the counter naming entries
+			require.Greater(t, limit*(4096/limit+2), 4096, "more entries were made than there are ids")
+			require.LessOrEqual(t, last, 4096, "the ids have gone round, within their span")
+			metaBytes := c.MemoryUsage(ctx, keys[1]).Val()
+			t.Logf("limit %d: MEMORY USAGE %d B for the log, %d B for its meta", limit, logBytes, metaBytes)
+			// The meta, which counts the log's entries, never outlives the log.
+			require.LessOrEqual(t, c.PTTL(ctx, keys[1]).Val(), c.PTTL(ctx, keys[0]).Val(), "the meta's TTL")
 		}
 		ttl := c.PTTL(ctx, keys[0]).Val()
 		require.Greater(t, ttl, time.Minute-time.Second, "the TTL covers the window")
 		require.LessOrEqual(t, ttl, time.Minute+time.Duration(script.TTLSlack)*time.Millisecond)
-		// The meta, which counts the log's entries, never outlives the log.
-		require.LessOrEqual(t, c.PTTL(ctx, keys[1]).Val(), ttl, "the meta's TTL")
 	}
 }
 
@@ -225,26 +232,32 @@ func TestDegradedLocalMode(t *testing.T) {
 // On the server's clock the sliding log renews its keys' TTLs only when they
 // would not cover the state's life (at most once per TTLSlack under steady
 // use): a log that emptied (Redis deletes an empty sorted set) and came back
-// must get its TTL all the same, or it would outlive its use forever.
+// must get its TTL all the same, or it would outlive its use forever. A
+// short log, one string, sets its TTL with every write.
 func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	const window = 100 * time.Millisecond
-	l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(10*time.Second))
-	require.NoError(t, err)
-	require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: 3, Window: window}))
-	keys := keysOf(t, prefix(t), "k", l.Policy())
-	for round := 0; round < 3; round++ {
-		for i := 0; i < 3; i++ {
-			_, err := l.Allow(ctx, "k")
-			require.NoError(t, err)
-			for _, k := range keys {
-				ttl := c.PTTL(ctx, k).Val()
-				require.Greater(t, ttl, window, "round %d, request %d: the TTL of %s covers the window", round, i, k)
-				require.LessOrEqual(t, ttl, time.Second+time.Duration(script.TTLSlack)*time.Millisecond, "round %d: %s", round, k)
+	for _, limit := range []int{3, script.ShortLog + 1} {
+		pre := fmt.Sprintf("%s%d:", prefix(t), limit)
+		l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(pre), ratelimit.WithTimeout(10*time.Second))
+		require.NoError(t, err)
+		require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: limit, Window: window}))
+		req := backend.Request{Rule: ruleOf(t, pre, l.Policy()), Key: "k", Cost: 1}
+		keys := script.StoredKeys(req)
+		require.Len(t, keys, map[bool]int{true: 1, false: 2}[limit <= script.ShortLog])
+		for round := 0; round < 3; round++ {
+			for i := 0; i < 3; i++ {
+				_, err := l.Allow(ctx, "k")
+				require.NoError(t, err)
+				for _, k := range keys {
+					ttl := c.PTTL(ctx, k).Val()
+					require.Greater(t, ttl, window, "limit %d, round %d, request %d: the TTL of %s covers the window", limit, round, i, k)
+					require.LessOrEqual(t, ttl, time.Second+time.Duration(script.TTLSlack)*time.Millisecond, "round %d: %s", round, k)
+				}
 			}
+			time.Sleep(window + 50*time.Millisecond) // the log empties at the next request's prune
 		}
-		time.Sleep(window + 50*time.Millisecond) // the log empties at the next request's prune
 	}
 }
 

@@ -10,11 +10,17 @@ import (
 // (the algorithms' Lua files read these keys). For the caller's key K under
 // the prefix P:
 //
-//	P{K}:sw       the sliding log: a sorted set of entries scored by time (µs)
-//	P{K}:sw:m     the log's meta: a hash, n = the counter that names entries,
-//	              x = the sum of cost-1 over the entries, t = the newest time,
-//	              o = the oldest entry's time (empty: unknown), e = when both
-//	              keys expire (ms, server clock; empty: unknown)
+//	P{K}:sw       the sliding log. Of a limit of at most ShortLog: a string,
+//	              the times (µs) of its units, oldest first, as
+//	              little-endian doubles (a request of cost c is c units).
+//	              Of a larger limit: a sorted set of entries scored by time
+//	              (µs), a member "id" for a request of cost 1, "id:cost"
+//	              otherwise
+//	P{K}:sw:m     the larger log's meta: 48 bytes, the doubles n (the
+//	              counter that names entries), x (the sum of cost-1 over the
+//	              entries), t (the newest entry's time), o (the oldest's),
+//	              e (when both keys expire, ms on the server's clock) and c
+//	              (the entries); -1 for t, o, e, c: unknown
 //	P{K}:f        the fixed window: 16 bytes, the little-endian doubles
 //	              start (µs) and count
 //	P{K}:c        the sliding window counter: 24 bytes, start, prev, cur
@@ -31,9 +37,16 @@ import (
 // prefix, therefore live in one slot, so one script may decide several
 // policies on one key together; and distinct (P, K) pairs never share a key.
 // Every write sets a TTL of the state's life or the retention, whichever is
-// longer, plus TTLSlack; but a sliding log on the server's clock, whose meta
-// knows when its keys expire (e), renews them only once less than the life
-// or retention is left, so at most about once per TTLSlack under steady use.
+// longer, plus TTLSlack; but a long sliding log on the server's clock, whose
+// meta knows when its keys expire (e), renews them only once less than the
+// life or retention is left, so at most about once per TTLSlack under
+// steady use. A log moves between its two forms when a rule of the other
+// form first decides it (a live change of its limit across ShortLog), its
+// entries in the window kept.
+
+// ShortLog is the largest limit of a sliding log kept as a string (short.lua
+// says why).
+const ShortLog = 128
 
 // Layout is the version of the key layout above, which the first line of
 // every script names. Instances of two releases decide the same keys
@@ -91,6 +104,16 @@ func AppendKeys(keys []string, req backend.Request) []string {
 	}
 	meta := name(prefix, req.Key, slidingSuffix+metaSuffix)
 	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
+}
+
+// StoredKeys are the keys of Keys(req) that hold its state once it has
+// some: a short sliding log's is the log's key alone.
+func StoredKeys(req backend.Request) []string {
+	keys := Keys(req)
+	if req.Rule.Algorithm() == backend.SlidingWindow && req.Rule.Limit() <= ShortLog {
+		return keys[:1]
+	}
+	return keys
 }
 
 // AllKeys are every server key of key under prefix, under every algorithm:

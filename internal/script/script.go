@@ -23,7 +23,9 @@ var (
 	//go:embed common.lua
 	common string
 	//go:embed sliding.lua
-	sliding string
+	slidingLong string
+	//go:embed short.lua
+	slidingShort string
 	//go:embed fixed.lua
 	fixed string
 	//go:embed counter.lua
@@ -36,6 +38,9 @@ var (
 	one string
 	//go:embed state.lua
 	state string
+
+	// sliding is the sliding log's functions, both forms.
+	sliding = slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
 
 	// The bodies of the O(1) algorithms, each after the read of its state.
 	fixedBody, counterBody, gcraBody = state + fixed, state + counter, state + gcra

@@ -1,5 +1,6 @@
--- Sliding-window log, a function (sliding) with helpers: its work is its
--- sorted set's, which the closures a call creates add little to.
+-- The sliding-window log of a limit over short_log (short.lua: the choice
+-- of form), a function (decide_log) with helpers: its work is its sorted
+-- set's.
 -- log   a sorted set of entries scored by their time; a member is "id" for
 --       a request of cost 1, "id:cost" otherwise
 -- meta  a string, the doubles n (the counter that names entries), x (the
@@ -216,17 +217,3 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
   end
   return {allowed and 1 or 0, count, reset_at, retry, now}
 end
-
--- sliding is decide_log, but for a key of another type: both keys are then
--- deleted, even by a peek, and the request is decided as on a fresh key.
--- Any other error is raised as the server gave it (READONLY, OOM: the
--- client acts on the code).
-local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock)
-  local ok, out = pcall(decide_log, log, meta, op, now, cost, retain, limit, window, own_clock)
-  if ok then return out end
-  local msg = type(out) == 'table' and out.err or tostring(out)
-  if string.find(msg, 'WRONGTYPE', 1, true) ~= 1 then error(redis.error_reply(msg)) end
-  redis.call('DEL', log, meta)
-  return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
-end
-

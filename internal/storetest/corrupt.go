@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,12 +98,24 @@ func corruptions(req backend.Request, rng *rand.Rand) []corruption {
 	}
 	alg := req.Rule.Algorithm()
 	if alg == backend.SlidingWindow {
-		packed(1, stateFields[alg]) // the meta: n, x, t, o, e, c
+		// members of the sorted set's form: in a short log's key, a sorted
+		// set of the longer form's, to be moved
 		for _, m := range []string{"99:nan", "98:-5", "97:1e9", "96:0.5", "95:"} {
 			add("member "+m, func(ctx context.Context, c *goredis.Client, keys []string) error {
+				if req.Rule.Limit() <= script.ShortLog {
+					if err := c.Del(ctx, keys[0]).Err(); err != nil {
+						return err
+					}
+				}
 				return c.ZAdd(ctx, keys[0], goredis.Z{Score: float64(req.Now), Member: m}).Err()
 			})
 		}
+		if req.Rule.Limit() <= script.ShortLog {
+			packed(0, []int{8, 8}) // the two units of the log
+			wrongType(0, true)
+			return out
+		}
+		packed(1, stateFields[alg]) // the meta: n, x, t, o, e, c
 		wrongType(0, false)
 		wrongType(1, true)
 		return out
@@ -114,7 +127,7 @@ func corruptions(req backend.Request, rng *rand.Rand) []corruption {
 }
 
 // stateFields are the sizes of the fields of each algorithm's packed state
-// (a sliding log's meta): 8, a little-endian double; 6, a little-endian
+// (a long sliding log's meta): 8, a little-endian double; 6, a little-endian
 // unsigned integer (script/keys.go).
 var stateFields = [...][]int{
 	backend.SlidingWindow:        {8, 8, 8, 8, 8, 8},
@@ -146,15 +159,18 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0xbad))
 	pre := prefix()
-	const limit = 5
 	now := time.Now().UnixMicro()
 	cases := 0
+	policies := []ratelimit.Policy{ratelimit.PerHour(script.ShortLog + 1)} // a sliding log's longer form
 	for _, alg := range ratelimit.Algorithms() {
-		p := ratelimit.NewPolicy(alg, limit, time.Hour)
+		policies = append(policies, ratelimit.NewPolicy(alg, 5, time.Hour))
 		if alg == ratelimit.GCRA {
-			p = ratelimit.TokenBucket(1, time.Hour/limit, limit)
+			policies[len(policies)-1] = ratelimit.TokenBucket(1, time.Hour/5, 5)
 		}
-		rule := ruleOf(t, pre, p, p.Window)
+	}
+	for _, p := range policies {
+		alg, limit := p.Algorithm, p.MaxCost()
+		rule := ruleOf(t, pre+strconv.Itoa(limit)+":", p, p.Window)
 		probe := backend.Request{Rule: rule, Key: "probe", Cost: 1, Now: now}
 		for i, bad := range corruptions(probe, rng) {
 			cases++
@@ -174,7 +190,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 				}
 			}
 			admitted := 0
-			for j := 0; j < 3*limit; j++ {
+			for j := 0; j < max(3*limit, limit+10); j++ {
 				out, err := evalScript(ctx, c, req, script.Take)
 				require.NoError(t, err, "%s: take %d", what, j)
 				if out.Allowed {
@@ -184,7 +200,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 				}
 			}
 			require.LessOrEqual(t, admitted, limit, "%s: admitted after the corruption, at one instant", what)
-			requireValidState(ctx, t, c, keys, backend.Algorithm(alg), what)
+			requireValidState(ctx, t, c, keys, rule, what)
 		}
 	}
 	late := noise.stop()
@@ -196,14 +212,25 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 
 // requireValidState fails unless the state under keys is one a decision
 // writes: the key healed.
-func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, keys []string, alg backend.Algorithm, what string) {
+func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, keys []string, rule *backend.Rule, what string) {
 	t.Helper()
-	key := keys[0] // the packed state; a sliding log's is its meta
-	if alg == backend.SlidingWindow {
+	alg := rule.Algorithm()
+	key := keys[0] // the packed state; a long sliding log's is its meta
+	if alg == backend.SlidingWindow && rule.Limit() > script.ShortLog {
 		key = keys[1]
 	}
 	b, err := c.Get(ctx, key).Bytes()
 	require.NoError(t, err, what)
+	if alg == backend.SlidingWindow && rule.Limit() <= script.ShortLog { // times, in order
+		require.Zero(t, len(b)%8, "%s: healed, yet holds %d bytes", what, len(b))
+		last := 0.0
+		for at := 0; at < len(b); at += 8 {
+			f := math.Float64frombits(binary.LittleEndian.Uint64(b[at:]))
+			require.True(t, f >= last && f < 1<<53 && f == math.Trunc(f), "%s: healed, yet unit %d holds %v", what, at/8, f)
+			last = f
+		}
+		return
+	}
 	at := 0
 	for i, n := range stateFields[alg] {
 		require.GreaterOrEqual(t, len(b), at+n, "%s: healed, yet holds %d bytes", what, len(b))

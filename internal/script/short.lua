@@ -1,0 +1,200 @@
+-- The short sliding log, and the choice between the two forms of a log.
+-- A log whose limit is at most short_log is one string at the log's key:
+-- the times (µs) of its units, oldest first, as little-endian doubles, a
+-- request of cost c being c units at one time. A take reads it and writes
+-- it whole: TIME, GET, SET, where the sorted set and its meta (sliding.lua)
+-- take four to six commands; and its bytes are 8 a unit, where a sorted set
+-- past 128 entries leaves its compact encoding. Copying the string costs
+-- what the sorted set's commands save up to a couple of hundred units, so
+-- a longer log keeps the sorted set (docs/figures.md). A key moves to the
+-- other form, every entry kept, when a rule of the other form first decides
+-- it (a live change of the limit across short_log).
+local short_log = SHORT_LOG -- script.ShortLog
+
+-- unit is the time of the i-th unit of the short log v, or nil when the
+-- bytes there hold no time of ours.
+local function unit(v, i)
+  local x = struct.unpack('<d', v, i * 8 - 7)
+  if x >= 0 and x <= max_time and x % 1 == 0 then return x end
+end
+
+local function log_ttl(window, retain)
+  return math.max(math.floor((window + 999) / 1000), retain) + slack
+end
+
+-- decide_short decides on the short log v (the value at log: '' for none).
+-- Stored bytes are distrusted as elsewhere: a length that is no whole
+-- number of units, or any unit read that holds no time (or one out of
+-- order where the answer depends on it), makes v no state: the request is
+-- decided as on a fresh key, and a write replaces it. Every unit is read
+-- before anything is written; no loop runs past the end of v.
+local decide_short
+
+-- short_fresh decides as on a fresh key: a peek answers, anything else
+-- decides on no units (and writes over what was there).
+local function short_fresh(log, op, now, cost, retain, limit, window)
+  if op == 'peek' then return {1, 0, now, 0, now} end -- a fresh key admits any cost (at most the limit)
+  return decide_short(log, op, now, cost, retain, limit, window, '')
+end
+
+function decide_short(log, op, now, cost, retain, limit, window, v)
+  local cutoff = now - window -- a unit at t is in the window while t > cutoff
+  local n = #v / 8
+  local first, oldest, newest = 1, nil, nil -- first: the oldest unit in the window
+  local valid = n % 1 == 0 and n <= max_log
+  if valid and n > 0 then
+    newest = unit(v, n)
+    valid = newest ~= nil
+    while valid and first <= n do
+      local x = unit(v, first)
+      if not x or x > newest then
+        valid = false
+      elseif x > cutoff then
+        oldest = x
+        break
+      else
+        first = first + 1
+      end
+    end
+  end
+  if not valid then return short_fresh(log, op, now, cost, retain, limit, window) end
+  local count = n - first + 1
+  if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
+
+  local body = v -- v, its units from the future re-timed to now
+  local keep = n -- the units the write keeps end here
+  if op == 'take' and cost <= limit - count then keep = n + cost end
+  if newest and newest > now and op ~= 'peek' and not (quiet and op == 'take' and keep == n) then
+    -- the clock went back (another instance's, or a step): whatever a write
+    -- keeps is re-timed to now, as if it had been written now
+    local j = n
+    while j >= first do
+      local x = unit(v, j)
+      if not x then return short_fresh(log, op, now, cost, retain, limit, window) end
+      if x <= now then break end
+      j = j - 1
+    end
+    body = string.sub(v, 1, j * 8) .. string.rep(struct.pack('<d', now), n - j)
+    newest, oldest = now, math.min(oldest, now)
+  end
+
+  local allowed, check = true, cost
+  if op == 'refund' then -- drop the newest units, then answer as a peek of 1
+    keep, count, check = n - cost, count - cost, 1
+  end
+  allowed = check <= limit - count
+  local retry = 0
+  if not allowed then -- the unit holding the k-th oldest leaves when the request fits
+    local k = count + check - limit
+    retry = window
+    if k <= count then
+      local at = unit(body, first + k - 1)
+      if not at or at <= cutoff then return short_fresh(log, op, now, cost, retain, limit, window) end -- out of order: none of ours
+      retry = math.min(at, now) + window - now
+    end
+  end
+  if op == 'take' and allowed then count = count + cost end
+
+  -- the write: a refund, or a take that admits, prunes or re-times (but a
+  -- quiet take's denial, which writes nothing)
+  if op == 'refund' or (op == 'take' and (allowed or first > 1 or body ~= v) and not (quiet and not allowed)) then
+    local kept = string.sub(body, first * 8 - 7, math.min(keep, n) * 8)
+    if keep > n then kept = kept .. string.rep(struct.pack('<d', now), keep - n) end
+    if #kept == 0 then
+      redis.call('DEL', log)
+    else
+      redis.call('SET', log, kept, 'PX', log_ttl(window, retain))
+    end
+  end
+  if count > 0 and not oldest then oldest = now end -- a take on an empty log
+  local reset_at = now
+  if count > 0 then reset_at = math.min(oldest, now) + window end
+  return {allowed and 1 or 0, count, reset_at, retry, now}
+end
+
+-- short_from_log moves the sorted set at log (and its meta) to a short
+-- log, keeping the units still in the window, and returns it; a key of
+-- another type is deleted: no state (''). A window holds at most max_log
+-- units (the largest limit) but in state written by hand: the newest
+-- max_log are kept, read newest first so that no more are read.
+local function short_from_log(log, meta, now, window, retain)
+  local e = redis.pcall('ZREVRANGEBYSCORE', log, '+inf', now - window + 1, 'WITHSCORES', 'LIMIT', 0, max_log)
+  redis.call('DEL', log, meta)
+  if e.err then return '' end
+  local parts, units = {}, 0
+  for i = 1, #e, 2 do
+    local s = tonumber(e[i + 1])
+    if s and s >= 0 and s <= max_time and s % 1 == 0 then
+      local c = math.min(cost_of(e[i]), max_log - units)
+      parts[#parts + 1] = string.rep(struct.pack('<d', s), c)
+      units = units + c
+      if units == max_log then break end
+    end
+  end
+  for i = 1, math.floor(#parts / 2) do -- oldest first
+    parts[i], parts[#parts + 1 - i] = parts[#parts + 1 - i], parts[i]
+  end
+  local v = table.concat(parts)
+  if #v > 0 then redis.call('SET', log, v, 'PX', log_ttl(window, retain)) end
+  return v
+end
+
+-- log_from_short moves the short log at log to a sorted set and its meta,
+-- keeping the units still in the window, one member for the units of one
+-- time; whatever else log holds is deleted (no state), as is meta.
+local function log_from_short(log, meta, now, window, retain)
+  local v = redis.pcall('GET', log)
+  redis.call('DEL', log, meta)
+  if type(v) ~= 'string' then return end
+  local n = #v / 8
+  if n % 1 ~= 0 or n > max_log then return end
+  local times, costs, units, newest = {}, {}, 0, -1
+  for i = 1, n do
+    local x = unit(v, i)
+    if not x then return end -- none of ours: no state
+    if x > now - window then
+      units, newest = units + 1, math.max(newest, x)
+      if x == times[#times] then
+        costs[#costs] = costs[#costs] + 1
+      else
+        times[#times + 1], costs[#costs + 1] = x, 1
+      end
+    end
+  end
+  if #times == 0 then return end
+  local args = {}
+  for i = 1, #times do
+    args[#args + 1] = times[i]
+    args[#args + 1] = costs[i] > 1 and i .. ':' .. costs[i] or tostring(i)
+    if #args == 512 or i == #times then
+      redis.call('ZADD', log, unpack(args))
+      args = {}
+    end
+  end
+  local ttl_ms = log_ttl(window, retain)
+  -- n (the members' counter), x, t, o unknown, e unknown, c
+  redis.call('SET', meta, struct.pack('<dddddd', #times, units - #times, newest, -1, -1, #times), 'PX', ttl_ms)
+  redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+end
+
+-- sliding decides a request on a sliding log, in the form its limit picks.
+-- A key of another type than the form's is moved from the other form, or
+-- deleted (even by a peek) and decided as a fresh key when it is of no
+-- form. Any other error is raised as the server gave it (READONLY, OOM:
+-- the client acts on the code).
+local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock)
+  if limit <= short_log then
+    local v = redis.pcall('GET', log)
+    if type(v) == 'table' then
+      if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
+      v = short_from_log(log, meta, now, window, retain)
+    end
+    return decide_short(log, op, now, cost, retain, limit, window, v or '')
+  end
+  local ok, out = pcall(decide_log, log, meta, op, now, cost, retain, limit, window, own_clock)
+  if ok then return out end
+  local msg = type(out) == 'table' and out.err or tostring(out)
+  if string.find(msg, 'WRONGTYPE', 1, true) ~= 1 then error(redis.error_reply(msg)) end
+  log_from_short(log, meta, now, window, retain)
+  return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
+end
