@@ -4,19 +4,20 @@
 -- written under (a request weighs unit, a µs drains drain). p1, p2, p3:
 -- burst, unit, drain.
 local burst, unit, drain = p1, p2, p3
+local floor = math.floor
 local at, l, u, d
 if v and #v == 28 then at, l, u, d = struct.unpack('<ddI6I6', v) end
 local level, future = 0, false
 if at and at >= 0 and at <= max_time and at % 1 == 0 and l >= 0 and l <= max_level and l % 1 == 0
-    and u >= 1 and u <= max_unit and u % 1 == 0 and d >= 1 and d <= max_count and d % 1 == 0 then
+    and u >= 1 and u <= max_unit and d >= 1 and d <= max_count then -- u, d: unsigned integers
   level = l
   if level > 0 then
     if u ~= unit or d ~= drain then -- another rate: as many requests, at most a burst
-      level = math.min(math.floor((level + u - 1) / u), burst) * unit
+      level = math.min(floor((level + u - 1) / u), burst) * unit
     end
     if now > at then
       local elapsed = now - at
-      if elapsed >= math.floor((level + drain - 1) / drain) then level = 0 else level = level - elapsed * drain end
+      if elapsed >= floor((level + drain - 1) / drain) then level = 0 else level = level - elapsed * drain end
     else
       future = now < at -- from the future: as if written now
     end
@@ -24,7 +25,7 @@ if at and at >= 0 and at <= max_time and at % 1 == 0 and l >= 0 and l <= max_lev
 end
 local write = false
 if op == 'refund' then
-  local held = math.floor((level + unit - 1) / unit)
+  local held = floor((level + unit - 1) / unit)
   if cost > held then return {2, held, 0, 0, now} end
   level = math.max(level - cost * unit, 0)
   cost, op, write = 1, 'peek', true
@@ -33,20 +34,20 @@ local capacity = burst * unit
 local allowed = cost * unit <= capacity - level
 local retry = 0
 if not allowed then
-  retry = math.floor((level + cost * unit - capacity + drain - 1) / drain)
+  retry = floor((level + cost * unit - capacity + drain - 1) / drain)
   write = write or (op == 'take' and future and not quiet)
 elseif op == 'take' then
   level, write = level + cost * unit, true
 end
 if write then
-  local ms = math.max(math.floor((math.floor((level + drain - 1) / drain) + 999) / 1000), retain) + slack
+  local ms = math.max(floor((floor((level + drain - 1) / drain) + 999) / 1000), retain) + slack
   if pending then
     pending[#pending + 1] = {ka, struct.pack('<ddI6I6', now, level, unit, drain), ms}
   else
     redis.call('SET', ka, struct.pack('<ddI6I6', now, level, unit, drain), 'PX', ms)
   end
 end
-local count = math.floor((level + unit - 1) / unit)
+local count = floor((level + unit - 1) / unit)
 local reset_at = now
-if count > 0 then reset_at = now + math.floor((level - (count - 1) * unit + drain - 1) / drain) end
+if count > 0 then reset_at = now + floor((level - (count - 1) * unit + drain - 1) / drain) end
 return {allowed and 1 or 0, count, reset_at, retry, now}
