@@ -10,13 +10,21 @@ type SlidingCounter struct {
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (c *SlidingCounter) Take(now int64, r Rate, n int64) Outcome {
-	return c.decide(now, r, n, true)
+func (c *SlidingCounter) Take(now int64, r Rate, n int64) (out Outcome) {
+	c.decide(now, &r, n, true, &out)
+	return out
+}
+
+// TakeTo is Take, its outcome written to out: a store's hot path copies no
+// Outcome.
+func (c *SlidingCounter) TakeTo(now int64, r *Rate, n int64, out *Outcome) {
+	c.decide(now, r, n, true, out)
 }
 
 // Peek decides as Take would and changes nothing.
-func (c *SlidingCounter) Peek(now int64, r Rate, n int64) Outcome {
-	return c.decide(now, r, n, false)
+func (c *SlidingCounter) Peek(now int64, r Rate, n int64) (out Outcome) {
+	c.decide(now, &r, n, false, &out)
+	return out
 }
 
 // current is the state rolled forward to now.
@@ -58,11 +66,11 @@ func fitsAfter(p, m, window int64) int64 {
 	return window - a*window/1000
 }
 
-func (c *SlidingCounter) decide(now int64, r Rate, n int64, record bool) Outcome {
+func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	s := c.current(now, r.Window)
 	w, e := r.Window, now-s.start
 	count := weighted(s.prev, covered(e, w)) + s.cur
-	out := Outcome{Allowed: n <= r.Limit-count, Count: count, At: now}
+	*out = Outcome{Allowed: n <= r.Limit-count, Count: count, At: now}
 	if !out.Allowed {
 		if m := r.Limit - s.cur - n; m >= 0 { // fits in this window, once enough of the previous has slid out
 			out.RetryAfter = s.start + fitsAfter(s.prev, m, w) - now
@@ -78,7 +86,6 @@ func (c *SlidingCounter) decide(now int64, r Rate, n int64, record bool) Outcome
 		out.Count, out.Life = out.Count+n, s.start+2*w-now
 	}
 	out.ResetAt = s.nextDrop(now, w)
-	return out
 }
 
 // nextDrop is when the count of s next drops: when the weighted previous

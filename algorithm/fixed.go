@@ -11,10 +11,20 @@ type Fixed struct {
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (f *Fixed) Take(now int64, r Rate, n int64) Outcome { return f.decide(now, r, n, true) }
+func (f *Fixed) Take(now int64, r Rate, n int64) (out Outcome) {
+	f.decide(now, &r, n, true, &out)
+	return out
+}
+
+// TakeTo is Take, its outcome written to out: a store's hot path copies no
+// Outcome.
+func (f *Fixed) TakeTo(now int64, r *Rate, n int64, out *Outcome) { f.decide(now, r, n, true, out) }
 
 // Peek decides as Take would and changes nothing.
-func (f *Fixed) Peek(now int64, r Rate, n int64) Outcome { return f.decide(now, r, n, false) }
+func (f *Fixed) Peek(now int64, r Rate, n int64) (out Outcome) {
+	f.decide(now, &r, n, false, &out)
+	return out
+}
 
 // current is the window that now counts in, and its count.
 func (f *Fixed) current(now, window int64) (start, count int64) {
@@ -31,13 +41,13 @@ func (f *Fixed) current(now, window int64) (start, count int64) {
 	return f.start, f.count
 }
 
-func (f *Fixed) decide(now int64, r Rate, n int64, record bool) Outcome {
+func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	start, count := f.current(now, r.Window)
 	end := start + r.Window
 	if f.aligned != r.Window || start != f.start {
 		end = fixedEnd(start, r.Window)
 	}
-	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: end, At: now}
+	*out = Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: end, At: now}
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
@@ -48,7 +58,6 @@ func (f *Fixed) decide(now int64, r Rate, n int64, record bool) Outcome {
 		*f = Fixed{start: start, count: count + n, aligned: f.alignedTo(start, r.Window), started: true}
 		out.Count, out.Life = f.count, out.ResetAt-now
 	}
-	return out
 }
 
 // Refund gives back n of the current window's count; false, changing

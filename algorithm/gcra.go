@@ -9,13 +9,23 @@ type Bucket struct {
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (b *Bucket) Take(now int64, r Rate, n int64) Outcome { return b.decide(now, r, n, true) }
+func (b *Bucket) Take(now int64, r Rate, n int64) (out Outcome) {
+	b.decide(now, &r, n, true, &out)
+	return out
+}
+
+// TakeTo is Take, its outcome written to out: a store's hot path copies no
+// Outcome.
+func (b *Bucket) TakeTo(now int64, r *Rate, n int64, out *Outcome) { b.decide(now, r, n, true, out) }
 
 // Peek decides as Take would and changes nothing.
-func (b *Bucket) Peek(now int64, r Rate, n int64) Outcome { return b.decide(now, r, n, false) }
+func (b *Bucket) Peek(now int64, r Rate, n int64) (out Outcome) {
+	b.decide(now, &r, n, false, &out)
+	return out
+}
 
 // levelAt is the level at now, in r's units.
-func (b *Bucket) levelAt(now int64, r Rate) int64 {
+func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 	level := b.level
 	if level == 0 {
 		return 0
@@ -32,9 +42,9 @@ func (b *Bucket) levelAt(now int64, r Rate) int64 {
 	return level
 }
 
-func (b *Bucket) decide(now int64, r Rate, n int64, record bool) Outcome {
+func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
-	out := Outcome{Allowed: n*r.Unit <= capacity-level, At: now}
+	*out = Outcome{Allowed: n*r.Unit <= capacity-level, At: now}
 	if !out.Allowed {
 		out.RetryAfter = ceilDiv(level+n*r.Unit-capacity, r.Drain)
 		if record && b.at > now && b.level > 0 {
@@ -46,12 +56,11 @@ func (b *Bucket) decide(now int64, r Rate, n int64, record bool) Outcome {
 		out.Life = ceilDiv(level, r.Drain)
 	}
 	out.Count, out.ResetAt = bucketCount(level, now, r)
-	return out
 }
 
 // bucketCount is the requests' worth of quota that level holds, and when
 // that number next drops.
-func bucketCount(level, now int64, r Rate) (count, next int64) {
+func bucketCount(level, now int64, r *Rate) (count, next int64) {
 	count = ceilDiv(level, r.Unit)
 	if count == 0 {
 		return 0, now
@@ -62,7 +71,7 @@ func bucketCount(level, now int64, r Rate) (count, next int64) {
 // Refund lowers the level by n requests (to 0 at most); false, changing
 // nothing, if it holds fewer than n requests' worth.
 func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
-	level := b.levelAt(now, r)
+	level := b.levelAt(now, &r)
 	if n > ceilDiv(level, r.Unit) {
 		return Outcome{}, false
 	}

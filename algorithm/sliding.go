@@ -23,12 +23,22 @@ type Entry struct{ At, Cost int64 }
 func (l *Log) Len() int { return len(l.buf) - l.head }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (l *Log) Take(now int64, r Rate, n int64) Outcome { return l.decide(now, r, n, true) }
+func (l *Log) Take(now int64, r Rate, n int64) (out Outcome) {
+	l.decide(now, &r, n, true, &out)
+	return out
+}
+
+// TakeTo is Take, its outcome written to out: a store's hot path copies no
+// Outcome.
+func (l *Log) TakeTo(now int64, r *Rate, n int64, out *Outcome) { l.decide(now, r, n, true, out) }
 
 // Peek decides as Take would and changes nothing, not even the pruning.
-func (l *Log) Peek(now int64, r Rate, n int64) Outcome { return l.decide(now, r, n, false) }
+func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
+	l.decide(now, &r, n, false, &out)
+	return out
+}
 
-func (l *Log) decide(now int64, r Rate, n int64, record bool) Outcome {
+func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
 	if record {
 		l.retime(now)
@@ -41,7 +51,7 @@ func (l *Log) decide(now int64, r Rate, n int64, record bool) Outcome {
 		count -= x.Cost
 	}
 	e = e[first:]
-	out := Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: now, At: now}
+	*out = Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: now, At: now}
 	if !out.Allowed {
 		out.RetryAfter = retryAfter(e, count+n-r.Limit, now, r.Window)
 	} else if record {
@@ -52,7 +62,6 @@ func (l *Log) decide(now int64, r Rate, n int64, record bool) Outcome {
 	if len(e) > 0 {
 		out.ResetAt = min(e[0].At, now) + r.Window
 	}
-	return out
 }
 
 // retryAfter is how long until the entry holding the k-th oldest unit of e

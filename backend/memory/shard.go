@@ -68,9 +68,10 @@ func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o o
 // take decides req at now on e into out, recording it if admitted; storeNow
 // is the store's clock, which expiry is kept on.
 func (sh *shard) take(e *entry, req *backend.Request, now, storeNow int64, out *algorithm.Outcome) {
+	rate := req.Rule.Rate()
 	if log, ok := e.st.(*algorithm.Log); ok {
 		held := log.Len()
-		*out = log.Take(now, req.Rule.Rate(), req.Cost)
+		log.TakeTo(now, &rate, req.Cost, out)
 		e.wrote(storeNow, out.Life, req.Rule.Retain())
 		if grown := log.Len() - held; grown != 0 { // a Take prunes, admitted or not
 			sh.entries += grown
@@ -80,7 +81,16 @@ func (sh *shard) take(e *entry, req *backend.Request, now, storeNow int64, out *
 		}
 		return
 	}
-	*out = e.st.Take(now, req.Rule.Rate(), req.Cost)
+	switch st := e.st.(type) { // concrete calls: no Outcome copied, no interface hop
+	case *algorithm.Bucket:
+		st.TakeTo(now, &rate, req.Cost, out)
+	case *algorithm.Fixed:
+		st.TakeTo(now, &rate, req.Cost, out)
+	case *algorithm.SlidingCounter:
+		st.TakeTo(now, &rate, req.Cost, out)
+	default:
+		*out = e.st.Take(now, rate, req.Cost)
+	}
 	e.wrote(storeNow, out.Life, req.Rule.Retain())
 }
 
