@@ -103,8 +103,14 @@ func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, 
 // decision is the Decision of a store's outcome under a policy whose largest
 // cost is maxCost: the one place the store's integers become the user's
 // types.
-func decision(out *backend.Outcome, maxCost int64) Decision {
-	d := Decision{
+func decision(out *backend.Outcome, maxCost int64) (d Decision) {
+	decisionTo(&d, out, maxCost)
+	return d
+}
+
+// decisionTo is decision, written to d.
+func decisionTo(d *Decision, out *backend.Outcome, maxCost int64) {
+	*d = Decision{
 		Allowed:    out.Allowed,
 		Limit:      int(maxCost),
 		Remaining:  int(max(maxCost-out.Count, 0)),
@@ -117,5 +123,4 @@ func decision(out *backend.Outcome, maxCost int64) Decision {
 		d.Source, d.Limit = SourceFallback, int(out.Fallback.MaxCost())
 		d.Remaining = int(max(out.Fallback.MaxCost()-out.Count, 0))
 	}
-	return d
 }
