@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 )
 
 // BenchmarkAllow measures Limiter.Allow on the memory store:
@@ -20,7 +21,7 @@ func BenchmarkAllow(b *testing.B) {
 	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 100, time.Second)
 		b.Run(alg.String()+"/store-clock", func(b *testing.B) {
-			s, err := New()
+			s, err := memory.New()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -29,7 +30,7 @@ func BenchmarkAllow(b *testing.B) {
 			benchSerial(b, l)
 		})
 		b.Run(alg.String()+"/admit", func(b *testing.B) {
-			s, err := New()
+			s, err := memory.New()
 			if err != nil {
 				b.Fatal(err)
 			}

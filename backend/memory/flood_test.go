@@ -1,9 +1,8 @@
-package memory
+package memory_test
 
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 )
 
 // A flood of new keys once gave the keys in active use their quota again:
@@ -23,17 +23,17 @@ import (
 // its limit, on one shard and on the default shards.
 func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
 	const maxKeys, limit, rounds = 1000, 10, 40
-	for _, opts := range [][]Option{{WithShards(1)}, nil} {
+	for _, opts := range [][]memory.Option{{memory.WithShards(1)}, nil} {
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-		s, err := New(append(opts, WithMaxKeys(maxKeys), WithSweepInterval(0), WithStoreClock(clock.Now))...)
+		s, err := memory.New(append(opts, memory.WithMaxKeys(maxKeys), memory.WithSweepInterval(0), memory.WithStoreClock(clock.Now))...)
 		require.NoError(t, err)
 		l := newLimiter(t, s, ratelimit.PerHour(limit), clock.Now)
 		ctx := context.Background()
 		shardIndex := func(key string) uint64 { // of the key's state under the Limiter's prefix and algorithm
-			return (maphash.String(s.seed, key) ^ backend.Namespace(ratelimit.DefaultPrefix, backend.SlidingWindow)) & s.mask
+			i, _ := s.ShardOf(ratelimit.DefaultPrefix, key, backend.SlidingWindow)
+			return i
 		}
-		shard := shardIndex("victim")
-		capacity := s.shards[shard].keys.capacity
+		shard, capacity := s.ShardOf(ratelimit.DefaultPrefix, "victim", backend.SlidingWindow)
 		fresh := 0
 		newKey := func() string { // a key never seen, in the victim's shard
 			for {
@@ -62,7 +62,7 @@ func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
 					over++
 				}
 			}
-			require.Zero(t, over, "%d shards of %d keys: %d new keys between two requests of a key at its limit let it through again", len(s.shards), capacity, n)
+			require.Zero(t, over, "%d shards of %d keys: %d new keys between two requests of a key at its limit let it through again", s.Shards(), capacity, n)
 		}
 		require.LessOrEqual(t, s.Len(), maxKeys)
 		require.NoError(t, s.Close())
@@ -71,11 +71,11 @@ func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
 
 // A bound under 1 once became 1 silently; it is now an error, and no store.
 func TestBadOptionsAreAnError(t *testing.T) {
-	for name, o := range map[string]Option{
-		"WithMaxKeys(0)": WithMaxKeys(0), "WithMaxKeys(-1)": WithMaxKeys(-1), "WithMaxEntries(0)": WithMaxEntries(0),
-		"WithShards(0)": WithShards(0), "WithWhenFull(9)": WithWhenFull(9),
+	for name, o := range map[string]memory.Option{
+		"WithMaxKeys(0)": memory.WithMaxKeys(0), "WithMaxKeys(-1)": memory.WithMaxKeys(-1), "WithMaxEntries(0)": memory.WithMaxEntries(0),
+		"WithShards(0)": memory.WithShards(0), "WithWhenFull(9)": memory.WithWhenFull(9),
 	} {
-		s, err := New(o)
+		s, err := memory.New(o)
 		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, name)
 		require.Nil(t, s, name)
 	}

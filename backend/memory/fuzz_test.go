@@ -1,4 +1,4 @@
-package memory
+package memory_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 )
 
@@ -22,7 +23,7 @@ func FuzzMatchesTheModel(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte("sliding and fixed windows, clocks that step back, new policies"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		s, err := New(WithSweepInterval(0), WithMaxKeys(1<<20))
+		s, err := memory.New(memory.WithSweepInterval(0), memory.WithMaxKeys(1<<20))
 		if err != nil {
 			t.Fatal(err)
 		}

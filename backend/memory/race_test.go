@@ -1,5 +1,5 @@
 //go:build race
 
-package memory
+package memory_test
 
 const raceEnabled = true

@@ -1,16 +1,15 @@
-package memory
+package memory_test
 
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,7 +17,7 @@ type manualClock struct{ now time.Time }
 
 func (c *manualClock) Now() time.Time { return c.now }
 
-func newLimiter(t testing.TB, s *Store, p ratelimit.Policy, clock func() time.Time) *ratelimit.Limiter {
+func newLimiter(t testing.TB, s *memory.Store, p ratelimit.Policy, clock func() time.Time) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, ratelimit.WithCallerClock(clock))
 	require.NoError(t, err)
 	return l
@@ -26,7 +25,7 @@ func newLimiter(t testing.TB, s *Store, p ratelimit.Policy, clock func() time.Ti
 
 func TestHoldsAtMostMaxKeys(t *testing.T) {
 	for _, maxKeys := range []int{1, 3, 1000, 1001} {
-		s, err := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+		s, err := memory.New(memory.WithMaxKeys(maxKeys), memory.WithSweepInterval(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +43,7 @@ func TestHoldsAtMostMaxKeys(t *testing.T) {
 
 func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+	s, err := memory.New(memory.WithStoreClock(clock.Now), memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestSweepDropsOnlyKeysWhoseWindowHasPassed(t *testing.T) {
 // it is reset or idle, and the other stays.
 func TestAKeyUnderSeveralLimitersIsAStateForEach(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+	s, err := memory.New(memory.WithStoreClock(clock.Now), memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +108,7 @@ func TestAKeyUnderSeveralLimitersIsAStateForEach(t *testing.T) {
 }
 
 func TestSweeperRunsInTheBackgroundUntilClose(t *testing.T) {
-	s, err := New(WithSweepInterval(5 * time.Millisecond))
+	s, err := memory.New(memory.WithSweepInterval(5 * time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +125,7 @@ func TestSweeperRunsInTheBackgroundUntilClose(t *testing.T) {
 
 func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	s, err := New(WithSweepInterval(0))
+	s, err := memory.New(memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,17 +136,14 @@ func TestDeniedFloodKeepsAtMostLimitEntries(t *testing.T) {
 		_, err := l.Allow(context.Background(), "abuser")
 		require.NoError(t, err)
 	}
-	h := maphash.String(s.seed, "abuser") ^ backend.Namespace(ratelimit.DefaultPrefix, backend.SlidingWindow)
-	e := s.shards[h&s.mask].keys.get(h, "abuser", ratelimit.DefaultPrefix, backend.SlidingWindow)
-	require.NotNil(t, e)
-	require.Equal(t, 100, e.entries())
+	require.Equal(t, 100, s.LogEntries(ratelimit.DefaultPrefix, "abuser"))
 }
 
 func TestWarmKeyDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under -race")
 	}
-	s, err := New(WithSweepInterval(0))
+	s, err := memory.New(memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +172,7 @@ func TestWarmKeyDoesNotAllocate(t *testing.T) {
 // (unbounded, a million keys would take hundreds of MB).
 func TestAMillionKeysStayWithinTheCap(t *testing.T) {
 	const maxKeys, keys, limit = 10_000, 1_000_000, 10
-	s, err := New(WithMaxKeys(maxKeys), WithSweepInterval(0))
+	s, err := memory.New(memory.WithMaxKeys(maxKeys), memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +206,9 @@ func TestAMillionKeysStayWithinTheCap(t *testing.T) {
 // new keys instead, so that the Limiter's failure mode decides, and the key
 // keeps its history. Idle keys make room either way.
 func TestAFloodOfNewKeys(t *testing.T) {
-	for _, whenFull := range []WhenFull{EvictLeastRecent, RefuseNewKeys} {
+	for _, whenFull := range []memory.WhenFull{memory.EvictLeastRecent, memory.RefuseNewKeys} {
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-		s, err := New(WithMaxKeys(1), WithSweepInterval(0), WithStoreClock(clock.Now), WithWhenFull(whenFull))
+		s, err := memory.New(memory.WithMaxKeys(1), memory.WithSweepInterval(0), memory.WithStoreClock(clock.Now), memory.WithWhenFull(whenFull))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,11 +223,11 @@ func TestAFloodOfNewKeys(t *testing.T) {
 		}
 		for i := 0; i < 100; i++ {
 			_, err := l.Allow(ctx, fmt.Sprint("flood-", i))
-			if whenFull == EvictLeastRecent {
+			if whenFull == memory.EvictLeastRecent {
 				require.NoError(t, err)
 				continue
 			}
-			require.ErrorIs(t, err, ErrFull, "a new key is refused")
+			require.ErrorIs(t, err, memory.ErrFull, "a new key is refused")
 			require.ErrorIs(t, err, ratelimit.ErrStore, "as a store failure")
 			d, err := open.Allow(ctx, fmt.Sprint("flood-", i))
 			require.NoError(t, err)
@@ -239,7 +235,7 @@ func TestAFloodOfNewKeys(t *testing.T) {
 		}
 		d, err := l.Allow(ctx, "victim")
 		require.NoError(t, err)
-		if whenFull == EvictLeastRecent {
+		if whenFull == memory.EvictLeastRecent {
 			require.True(t, d.Allowed, "evicted in the middle of its window: a fresh quota")
 			require.Equal(t, uint64(101), s.ActiveEvictions(), "the victim, 99 flood keys evicted by the next, and the last by the victim's return")
 		} else {
@@ -261,7 +257,7 @@ func TestAFloodOfNewKeys(t *testing.T) {
 func TestSweepKeepsTheRetention(t *testing.T) {
 	for _, alg := range ratelimit.Algorithms() {
 		clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
-		s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0))
+		s, err := memory.New(memory.WithStoreClock(clock.Now), memory.WithSweepInterval(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +291,7 @@ func TestSweepKeepsTheRetention(t *testing.T) {
 // be dropped.
 func TestSweepGoesByTheStoresClockWhateverTheCallersSays(t *testing.T) {
 	store := &manualClock{now: time.Unix(1_800_000_000, 0)}
-	s, err := New(WithStoreClock(store.Now), WithSweepInterval(0))
+	s, err := memory.New(memory.WithStoreClock(store.Now), memory.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +319,7 @@ func TestSweepGoesByTheStoresClockWhateverTheCallersSays(t *testing.T) {
 // bound.
 func TestHoldsAtMostMaxEntries(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
-	s, err := New(WithStoreClock(clock.Now), WithSweepInterval(0), WithMaxEntries(64*1000), WithShards(64))
+	s, err := memory.New(memory.WithStoreClock(clock.Now), memory.WithSweepInterval(0), memory.WithMaxEntries(64*1000), memory.WithShards(64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,9 +333,10 @@ func TestHoldsAtMostMaxEntries(t *testing.T) {
 		}
 	}
 	entries := 0
-	for i := range s.shards {
-		require.LessOrEqual(t, s.shards[i].entries, s.shards[i].maxEntries+500, "shard %d: at most its bound and the key being decided", i)
-		entries += s.shards[i].entries
+	held, bounds := s.ShardEntries()
+	for i := range held {
+		require.LessOrEqual(t, held[i], bounds[i]+500, "shard %d: at most its bound and the key being decided", i)
+		entries += held[i]
 	}
 	require.LessOrEqual(t, entries, 64*1000+64*500)
 	require.Positive(t, s.ActiveEvictions(), "100,000 entries were made for a bound of 64,000")

@@ -1,0 +1,46 @@
+package memory
+
+import (
+	"hash/maphash"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// What the external tests (package memory_test, which import package
+// ratelimit: package ratelimit imports this one) check of the store's
+// insides.
+
+// ShardOf is the index of the shard holding the state of key under prefix
+// and alg, and that shard's capacity in keys.
+func (s *Store) ShardOf(prefix, key string, alg backend.Algorithm) (shard uint64, capacity int) {
+	shard = (maphash.String(s.seed, key) ^ backend.Namespace(prefix, alg)) & s.mask
+	return shard, s.shards[shard].keys.capacity
+}
+
+// Shards is the number of shards.
+func (s *Store) Shards() int { return len(s.shards) }
+
+// LogEntries is the number of entries the sliding log of key under prefix
+// holds, or -1 when the store holds no such log.
+func (s *Store) LogEntries(prefix, key string) int {
+	h := maphash.String(s.seed, key) ^ backend.Namespace(prefix, backend.SlidingWindow)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.keys.get(h, key, prefix, backend.SlidingWindow)
+	if e == nil {
+		return -1
+	}
+	return e.entries()
+}
+
+// ShardEntries are the log entries each shard holds, and each one's bound.
+func (s *Store) ShardEntries() (entries, bounds []int) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		entries, bounds = append(entries, sh.entries), append(bounds, sh.maxEntries)
+		sh.mu.Unlock()
+	}
+	return entries, bounds
+}
