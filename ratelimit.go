@@ -10,6 +10,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 )
 
 // Limiter applies a Policy to keys on a store. It is safe for concurrent use;
@@ -25,6 +26,7 @@ type Limiter struct {
 	failOpen bool
 	dryRun   bool
 	plain    bool          // none of observer, failOpen, dryRun, policyFunc, clock, budget: the shortest path
+	mem      *memory.Store // the store, when plain and the memory store: called on its concrete type
 	timeout  time.Duration // the time budget of a store call; 0 for an in-process store
 	// retention is how long a key's state is kept after a write: the
 	// longest window any of the Limiter's policies may have.
@@ -81,6 +83,9 @@ func New(store backend.Store, p Policy, opts ...Option) (*Limiter, error) {
 		l.rules, _ = lru.New[Policy, *compiled](policyFuncRules) // only a size under 1 fails
 	}
 	l.plain = l.observer == nil && !l.failOpen && !l.dryRun && l.policyFunc == nil && l.clock == nil && l.timeout == 0
+	if m, ok := store.(*memory.Store); ok && l.plain {
+		l.mem = m
+	}
 	return l, nil
 }
 
@@ -183,7 +188,14 @@ func (l *Limiter) takePlain(ctx context.Context, key string, n int, d *Decision)
 	if n < 1 || int64(n) > rule.MaxCost() {
 		return costError(n, rule.MaxCost())
 	}
-	out, err := l.store.Take(ctx, backend.Request{Rule: rule, Key: key, Cost: int64(n)})
+	req := backend.Request{Rule: rule, Key: key, Cost: int64(n)}
+	var out backend.Outcome
+	var err error
+	if l.mem != nil { // no interface between them: req and out stay on this stack
+		err = l.mem.TakeTo(ctx, &req, &out)
+	} else {
+		out, err = l.store.Take(ctx, req)
+	}
 	if err != nil {
 		return storeError(err)
 	}

@@ -128,16 +128,24 @@ func (s *Store) hash(req *backend.Request) uint64 {
 	return maphash.String(s.seed, req.Key) ^ req.Rule.Namespace()
 }
 
-// Take implements backend.Store. It is decide's take written out: the hot
-// path, where the outcome is written once, not copied through the layers.
+// Take implements backend.Store.
 func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
+	err = s.TakeTo(ctx, &req, &out)
+	return out, err
+}
+
+// TakeTo is Take writing its outcome to out, for a caller on the concrete
+// type that holds one (the Limiter does): decide's take written out, the
+// hot path, where the outcome is written once, not copied through the
+// layers. On an error, out is left as it was.
+func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.Outcome) (err error) {
 	if err := ctx.Err(); err != nil {
-		return backend.Outcome{}, err
+		return err
 	}
 	if err := req.Validate(); err != nil {
-		return backend.Outcome{}, err
+		return err
 	}
-	h := s.hash(&req)
+	h := s.hash(req)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.unlock(&err)
@@ -148,12 +156,16 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outc
 	}
 	e := sh.keys.get(h, req.Key, req.Rule.Prefix(), req.Rule.Algorithm())
 	if e == nil {
-		out.Outcome, err = sh.decide(&req, h, now, storeNow, take)
-		return out, err
+		var o algorithm.Outcome
+		if o, err = sh.decide(req, h, now, storeNow, take); err == nil {
+			*out = backend.Outcome{Outcome: o}
+		}
+		return err
 	}
 	sh.keys.used(e)
-	sh.take(e, &req, now, storeNow, &out.Outcome)
-	return out, nil
+	out.Fallback = nil
+	sh.take(e, req, now, storeNow, &out.Outcome)
+	return nil
 }
 
 // Peek implements backend.Store.
