@@ -42,7 +42,8 @@ import (
 // life or retention is left, so at most about once per TTLSlack under
 // steady use. A log moves between its two forms when a rule of the other
 // form first decides it (a live change of its limit across ShortLog), its
-// entries in the window kept.
+// entries in the window kept; to a string only once they are at most
+// ShortLog units (until then the sorted set is decided as it is).
 
 // ShortLog is the largest limit of a sliding log kept as a string (short.lua
 // says why).

@@ -7,8 +7,9 @@
 -- past 128 entries leaves its compact encoding. Copying the string costs
 -- what the sorted set's commands save up to a couple of hundred units, so
 -- a longer log keeps the sorted set (docs/figures.md). A key moves to the
--- other form, every entry kept, when a rule of the other form first decides
--- it (a live change of the limit across short_log).
+-- other form, every entry in the window kept, when a rule of the other form
+-- first decides it (a live change of the limit across short_log); to a
+-- short log only once it holds at most short_log units.
 local short_log = SHORT_LOG -- script.ShortLog
 
 -- unit is the time of the i-th unit of the short log v, or nil when the
@@ -114,26 +115,29 @@ end
 
 -- short_from_log moves the sorted set at log (and its meta) to a short
 -- log, keeping the units still in the window, and returns it; a key of
--- another type is deleted: no state (''). A window holds at most max_log
--- units (the largest limit) but in state written by hand: the newest
--- max_log are kept, read newest first so that no more are read.
+-- another type is deleted: no state (''). A log holding more than
+-- short_log units in the window (a limit lowered across short_log) is left
+-- as it is, and nil returned: it is decided as a sorted set until enough
+-- have left, so that no string longer than a short log's is ever copied a
+-- call. No more entries are read than could be moved.
 local function short_from_log(log, meta, now, window, retain)
-  local e = redis.pcall('ZREVRANGEBYSCORE', log, '+inf', now - window + 1, 'WITHSCORES', 'LIMIT', 0, max_log)
-  redis.call('DEL', log, meta)
-  if e.err then return '' end
+  local e = redis.pcall('ZREVRANGEBYSCORE', log, '+inf', now - window + 1, 'WITHSCORES', 'LIMIT', 0, short_log + 1)
+  if e.err then
+    redis.call('DEL', log, meta)
+    return ''
+  end
+  if #e / 2 > short_log then return nil end
   local parts, units = {}, 0
-  for i = 1, #e, 2 do
+  for i = #e - 1, 1, -2 do -- oldest first
     local s = tonumber(e[i + 1])
     if s and s >= 0 and s <= max_time and s % 1 == 0 then
-      local c = math.min(cost_of(e[i]), max_log - units)
-      parts[#parts + 1] = string.rep(struct.pack('<d', s), c)
+      local c = cost_of(e[i])
       units = units + c
-      if units == max_log then break end
+      if units > short_log then return nil end
+      parts[#parts + 1] = string.rep(struct.pack('<d', s), c)
     end
   end
-  for i = 1, math.floor(#parts / 2) do -- oldest first
-    parts[i], parts[#parts + 1 - i] = parts[#parts + 1 - i], parts[i]
-  end
+  redis.call('DEL', log, meta)
   local v = table.concat(parts)
   if #v > 0 then redis.call('SET', log, v, 'PX', log_ttl(window, retain)) end
   return v
@@ -177,19 +181,21 @@ local function log_from_short(log, meta, now, window, retain)
   redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
 end
 
--- sliding decides a request on a sliding log, in the form its limit picks.
--- A key of another type than the form's is moved from the other form, or
+-- sliding decides a request on a sliding log, in the form its limit picks
+-- (but a sorted set too long to move: see short_from_log). A key of
+-- another type than the form's is moved from the other form, or
 -- deleted (even by a peek) and decided as a fresh key when it is of no
 -- form. Any other error is raised as the server gave it (READONLY, OOM:
 -- the client acts on the code).
 local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock)
   if limit <= short_log then
-    local v = redis.pcall('GET', log)
+    local v, long = redis.pcall('GET', log), false
     if type(v) == 'table' then
       if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
       v = short_from_log(log, meta, now, window, retain)
+      long = v == nil
     end
-    return decide_short(log, op, now, cost, retain, limit, window, v or '')
+    if not long then return decide_short(log, op, now, cost, retain, limit, window, v or '') end
   end
   local ok, out = pcall(decide_log, log, meta, op, now, cost, retain, limit, window, own_clock)
   if ok then return out end
