@@ -139,7 +139,9 @@ var stateFields = [...][]int{
 // CorruptState overwrites, by hand, each field of each algorithm's state
 // with a number no decision writes (NaN, ±Inf, negatives, beyond
 // the bounds, fractions), random bytes, or a key of the wrong type; then
-// takes three times the limit at one instant. Every call answers (no
+// takes three times the limit (at a sliding log's longer form's limit, ten
+// more than it) at one instant, for a limit of 5 and, for the sliding log,
+// also for ShortLog+1: both of its forms. Every call answers (no
 // error), admits at most the limit, denies with a RetryAfter above 0 (so
 // Wait does not spin), ends within a few ms of server time; and the key
 // heals: its state is valid again after the next write. Before the scripts
