@@ -19,10 +19,6 @@ local function unit(v, i)
   if x >= 0 and x <= max_time and x % 1 == 0 then return x end
 end
 
-local function log_ttl(window, retain)
-  return math.max(math.floor((window + 999) / 1000), retain) + slack
-end
-
 -- decide_short decides on the short log v (the value at log: '' for none).
 -- Stored bytes are distrusted as elsewhere: a length that is no whole
 -- number of units, or any unit read that holds no time (or one out of
@@ -79,11 +75,11 @@ function decide_short(log, op, now, cost, retain, limit, window, v)
     newest, oldest = now, math.min(oldest, now)
   end
 
-  local allowed, check = true, cost
+  local check = cost
   if op == 'refund' then -- drop the newest units, then answer as a peek of 1
     keep, count, check = n - cost, count - cost, 1
   end
-  allowed = check <= limit - count
+  local allowed = check <= limit - count
   local retry = 0
   if not allowed then -- the unit holding the k-th oldest leaves when the request fits
     local k = count + check - limit

@@ -6,6 +6,12 @@
 -- meta  a string, the doubles n (the counter that names entries), x (the
 --       sum of cost-1 over the entries), t (the newest entry's time), o, e
 --       and c (see decide_log); -1 for t, o, e and c: unknown
+-- log_ttl is the TTL (ms) of a log's keys after a write: its window or the
+-- retention, whichever is longer, plus slack (either form).
+local function log_ttl(window, retain)
+  return math.max(math.floor((window + 999) / 1000), retain) + slack
+end
+
 local function cost_of(member)
   local i = string.find(member, ':', 1, true)
   if i then
@@ -81,7 +87,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       v, seq, extra, newest, oldest, expires, entries = false, 0, 0, -1, -1, -1, -1
     end
   end
-  local ttl_ms = math.max(math.floor((window + 999) / 1000), retain) + slack
+  local ttl_ms = log_ttl(window, retain)
   -- nil: unknown
   if newest < 0 then newest = nil end
   if oldest < 0 or (newest and oldest > newest) then oldest = nil end -- inconsistent: unknown
