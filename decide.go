@@ -108,17 +108,18 @@ func decision(out *backend.Outcome, maxCost int64) (d Decision) {
 	return d
 }
 
-// decisionTo is decision, written to d.
+// decisionTo is decision, written to d field by field: a Decision built
+// whole and then copied is stored 8 bytes at a time and reloaded 16 at a
+// time, and each such load stalls (docs/figures.md measures it).
 func decisionTo(d *Decision, out *backend.Outcome, maxCost int64) {
-	*d = Decision{
-		Allowed:    out.Allowed,
-		Limit:      int(maxCost),
-		Remaining:  int(max(maxCost-out.Count, 0)),
-		Count:      int(out.Count),
-		ResetAt:    time.UnixMicro(out.ResetAt),
-		RetryAfter: time.Duration(out.RetryAfter) * time.Microsecond,
-		At:         time.UnixMicro(out.At),
-	}
+	d.Allowed = out.Allowed
+	d.Limit = int(maxCost)
+	d.Remaining = int(max(maxCost-out.Count, 0))
+	d.Count = int(out.Count)
+	d.ResetAt = time.UnixMicro(out.ResetAt)
+	d.RetryAfter = time.Duration(out.RetryAfter) * time.Microsecond
+	d.At = time.UnixMicro(out.At)
+	d.Source = SourceStore
 	if out.Fallback != nil {
 		d.Source, d.Limit = SourceFallback, int(out.Fallback.MaxCost())
 		d.Remaining = int(max(out.Fallback.MaxCost()-out.Count, 0))

@@ -325,6 +325,14 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) (Decision, error
 
 // checkArgs validates the arguments common to every call.
 func checkArgs(ctx context.Context, key string) error {
+	if ctx != nil && key != "" && len(key) <= MaxKeyLen {
+		return nil // the common call, checked inline
+	}
+	return badArgs(ctx, key)
+}
+
+// badArgs is checkArgs' error.
+func badArgs(ctx context.Context, key string) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}

@@ -70,7 +70,7 @@ func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *O
 	s := c.current(now, r.Window)
 	w, e := r.Window, now-s.start
 	count := weighted(s.prev, covered(e, w)) + s.cur
-	*out = Outcome{Allowed: n <= r.Limit-count, Count: count, At: now}
+	out.set(n <= r.Limit-count, count, 0, 0, now, 0)
 	if !out.Allowed {
 		if m := r.Limit - s.cur - n; m >= 0 { // fits in this window, once enough of the previous has slid out
 			out.RetryAfter = s.start + fitsAfter(s.prev, m, w) - now

@@ -47,7 +47,7 @@ func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	if f.aligned != r.Window || start != f.start {
 		end = fixedEnd(start, r.Window)
 	}
-	*out = Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: end, At: now}
+	out.set(n <= r.Limit-count, count, end, 0, now, 0)
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
@@ -55,7 +55,7 @@ func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 			f.start, f.aligned = start, r.Window // a Take rewrites state from the future, admitted or not
 		}
 	case record:
-		*f = Fixed{start: start, count: count + n, aligned: f.alignedTo(start, r.Window), started: true}
+		f.set(start, count+n, f.alignedTo(start, r.Window))
 		out.Count, out.Life = f.count, out.ResetAt-now
 	}
 }
@@ -67,10 +67,15 @@ func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	if n > count {
 		return Outcome{}, false
 	}
-	*f = Fixed{start: start, count: count - n, aligned: f.alignedTo(start, r.Window), started: true}
+	f.set(start, count-n, f.alignedTo(start, r.Window))
 	out := f.Peek(now, r, 1)
 	out.Life = f.Life(now, r)
 	return out, true
+}
+
+// set writes the state's every field (see Outcome.set): a started window.
+func (f *Fixed) set(start, count, aligned int64) {
+	f.start, f.count, f.aligned, f.started = start, count, aligned, true
 }
 
 // alignedTo is the window length that start, the start of the current

@@ -44,18 +44,24 @@ func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 
 func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
-	*out = Outcome{Allowed: n*r.Unit <= capacity-level, At: now}
+	out.set(n*r.Unit <= capacity-level, 0, 0, 0, now, 0)
 	if !out.Allowed {
 		out.RetryAfter = ceilDiv(level+n*r.Unit-capacity, r.Drain)
 		if record && b.at > now && b.level > 0 {
-			*b = Bucket{at: now, level: level, unit: r.Unit, drain: r.Drain} // a Take rewrites state from the future, admitted or not
+			b.set(now, level, r) // a Take rewrites state from the future, admitted or not
 		}
 	} else if record {
 		level += n * r.Unit
-		*b = Bucket{at: now, level: level, unit: r.Unit, drain: r.Drain}
+		b.set(now, level, r)
 		out.Life = ceilDiv(level, r.Drain)
 	}
 	out.Count, out.ResetAt = bucketCount(level, now, r)
+}
+
+// set writes the bucket's every field (see Outcome.set): level at now,
+// under r.
+func (b *Bucket) set(now, level int64, r *Rate) {
+	b.at, b.level, b.unit, b.drain = now, level, r.Unit, r.Drain
 }
 
 // bucketCount is the requests' worth of quota that level holds, and when
@@ -75,7 +81,7 @@ func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	if n > ceilDiv(level, r.Unit) {
 		return Outcome{}, false
 	}
-	*b = Bucket{at: now, level: max(level-n*r.Unit, 0), unit: r.Unit, drain: r.Drain}
+	b.set(now, max(level-n*r.Unit, 0), &r)
 	out := b.Peek(now, r, 1)
 	out.Life = b.Life(now, r)
 	return out, true

@@ -51,7 +51,7 @@ func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 		count -= x.Cost
 	}
 	e = e[first:]
-	*out = Outcome{Allowed: n <= r.Limit-count, Count: count, ResetAt: now, At: now}
+	out.set(n <= r.Limit-count, count, now, 0, now, 0)
 	if !out.Allowed {
 		out.RetryAfter = retryAfter(e, count+n-r.Limit, now, r.Window)
 	} else if record {
