@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 )
@@ -72,6 +73,7 @@ type Rule struct {
 	prefix  string
 	alg     Algorithm
 	ns      uint64 // Namespace(prefix, alg)
+	scope   unique.Handle[Scope]
 	// own are the values backends derived from the rule (see Own): a
 	// short list, replaced whole when one is added.
 	own atomic.Pointer[[]owned]
@@ -108,7 +110,7 @@ func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, reta
 		burst = 0
 	}
 	r := &Rule{rate: algorithm.NewRate(limit, window.Microseconds(), burst), maxCost: limit, retain: retain.Microseconds(), prefix: prefix, alg: alg,
-		ns: Namespace(prefix, alg)}
+		ns: Namespace(prefix, alg), scope: unique.Make(Scope{Prefix: prefix, Algorithm: alg})}
 	if alg == GCRA {
 		r.maxCost = burst
 	}
@@ -162,6 +164,11 @@ func (r *Rule) Algorithm() Algorithm { return r.alg }
 // GCRA's Burst, Unit and Drain).
 func (r *Rule) Rate() algorithm.Rate { return r.rate }
 
+// RateOf is the rule's Rate by pointer, for a store's hot path (the
+// algorithms' TakeTo): copying it costs a decision a stalled load. The rule
+// is shared: nothing may write through it.
+func (r *Rule) RateOf() *algorithm.Rate { return &r.rate }
+
 // Limit is the policy's limit (GCRA: its rate, per window).
 func (r *Rule) Limit() int64 { return r.rate.Limit }
 
@@ -183,6 +190,18 @@ func (r *Rule) Retain() int64 { return r.retain }
 // Prefix is the namespace of the keys decided under the rule: keys under
 // different prefixes never share state.
 func (r *Rule) Prefix() string { return r.prefix }
+
+// Scope is what a key's state is kept under besides the key's name: a
+// prefix and an algorithm. Under one scope, a key names one state.
+type Scope struct {
+	Prefix    string
+	Algorithm Algorithm
+}
+
+// Scope is the rule's prefix and algorithm, interned: the rules of one
+// prefix and algorithm have equal handles, which compare as one pointer
+// (an in-process store keeps it beside each key instead of the prefix).
+func (r *Rule) Scope() unique.Handle[Scope] { return r.scope }
 
 // Namespace is Namespace(r.Prefix(), r.Algorithm()), computed once.
 func (r *Rule) Namespace() uint64 { return r.ns }
