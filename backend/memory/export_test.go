@@ -2,6 +2,7 @@ package memory
 
 import (
 	"hash/maphash"
+	"unique"
 
 	"github.com/ratelimit-go/ratelimit/backend"
 )
@@ -14,7 +15,7 @@ import (
 // and alg, and that shard's capacity in keys.
 func (s *Store) ShardOf(prefix, key string, alg backend.Algorithm) (shard uint64, capacity int) {
 	shard = (maphash.String(s.seed, key) ^ backend.Namespace(prefix, alg)) & s.mask
-	return shard, s.shards[shard].keys.capacity
+	return shard, s.shards[shard].capacity
 }
 
 // Shards is the number of shards.
@@ -27,11 +28,11 @@ func (s *Store) LogEntries(prefix, key string) int {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.keys.get(h, key, prefix, backend.SlidingWindow)
-	if e == nil {
+	_, r := sh.log.find(h, key, unique.Make(backend.Scope{Prefix: prefix, Algorithm: backend.SlidingWindow}))
+	if r == nil {
 		return -1
 	}
-	return e.entries()
+	return r.st.Len()
 }
 
 // ShardEntries are the log entries each shard holds, and each one's bound.

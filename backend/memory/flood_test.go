@@ -69,6 +69,44 @@ func TestAFloodOfNewKeysDoesNotResetAKeyInUse(t *testing.T) {
 	}
 }
 
+// The store keeps each algorithm's keys in a table of its own; the tables
+// share their shard's bound. A flood of new keys under one algorithm stays
+// within the bound and does not evict a key in active use under another:
+// the flood's own keys, on probation, make room first.
+func TestTheAlgorithmsShareTheBoundAndTheFloodEvictsItsOwn(t *testing.T) {
+	const maxKeys, limit = 100, 5
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s, err := memory.New(memory.WithShards(1), memory.WithMaxKeys(maxKeys), memory.WithSweepInterval(0), memory.WithStoreClock(clock.Now))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	victims := map[ratelimit.Algorithm]*ratelimit.Limiter{}
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.SlidingWindowCounter} {
+		victims[alg] = newLimiter(t, s, ratelimit.NewPolicy(alg, limit, time.Hour), clock.Now)
+		for range limit {
+			d, err := victims[alg].Allow(ctx, "victim")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+	}
+	flood := newLimiter(t, s, ratelimit.NewPolicy(ratelimit.FixedWindow, limit, time.Hour), clock.Now)
+	for i := range 10 * maxKeys {
+		_, err := flood.Allow(ctx, fmt.Sprint("flood-", i))
+		require.NoError(t, err)
+		require.LessOrEqual(t, s.Len(), maxKeys)
+		if i%50 == 0 {
+			for alg, l := range victims {
+				d, err := l.Allow(ctx, "victim")
+				require.NoError(t, err)
+				require.False(t, d.Allowed, "%v: the victim got a fresh quota after %d new keys", alg, i+1)
+			}
+		}
+	}
+	require.Equal(t, maxKeys, s.Len(), "the bound is full, with the victims in it")
+	room := maxKeys - len(victims)
+	require.Equal(t, uint64(10*maxKeys-room), s.ActiveEvictions(), "each flood key past the room evicted one, and no victim")
+}
+
 // A bound under 1 once became 1 silently; it is now an error, and no store.
 func TestBadOptionsAreAnError(t *testing.T) {
 	for name, o := range map[string]memory.Option{

@@ -41,6 +41,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
@@ -100,7 +101,7 @@ func New(opts ...Option) (*Store, error) {
 		if i < c.maxKeys%n {
 			capacity++
 		}
-		s.shards[i].keys = newTable(capacity)
+		s.shards[i].capacity = capacity
 		s.shards[i].maxEntries = max(1, c.maxEntries/n)
 		s.shards[i].refuse, s.shards[i].stats = c.whenFull == RefuseNewKeys, &s.stats
 	}
@@ -142,8 +143,10 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := req.Validate(); err != nil {
-		return err
+	if r := req.Rule; r == nil || req.Cost < 1 || req.Cost > r.MaxCost() || req.Now != 0 || req.Key == "" || len(req.Key) > backend.MaxKeyLen {
+		if err := req.Validate(); err != nil { // the common request is checked inline, the rest here
+			return err
+		}
 	}
 	h := s.hash(req)
 	sh := &s.shards[h&s.mask]
@@ -154,18 +157,10 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 	if req.Now != 0 {
 		now = req.Now
 	}
-	e := sh.keys.get(h, req.Key, req.Rule.Prefix(), req.Rule.Algorithm())
-	if e == nil {
-		var o algorithm.Outcome
-		if o, err = sh.decide(req, h, now, storeNow, take); err == nil {
-			*out = backend.Outcome{Outcome: o}
-		}
-		return err
+	if err = sh.take(req, h, now, storeNow, &out.Outcome); err == nil {
+		out.Fallback = nil
 	}
-	sh.keys.used(e)
-	out.Fallback = nil
-	sh.take(e, req, now, storeNow, &out.Outcome)
-	return nil
+	return err
 }
 
 // Peek implements backend.Store.
@@ -201,8 +196,9 @@ func (s *Store) decideLocked(sh *shard, req *backend.Request, h uint64, o op) (_
 	if req.Now != 0 {
 		now = req.Now
 	}
-	out, err := sh.decide(req, h, now, storeNow, o)
-	return backend.Outcome{Outcome: out}, err
+	var out backend.Outcome
+	err = sh.decide(req, h, now, storeNow, o, &out.Outcome)
+	return out, err
 }
 
 // TakeAll implements backend.MultiStore: the shards of every request are
@@ -259,7 +255,8 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, hashes []
 	all := true
 	for i := range reqs {
 		sh := &s.shards[hashes[i]&s.mask]
-		outs[i].Outcome, _ = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, peek) // a peek stores nothing: never refused
+		outs[i] = backend.Outcome{}
+		_ = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, peek, &outs[i].Outcome) // a peek stores nothing: never refused
 		all = all && outs[i].Allowed
 	}
 	for i := 0; all && i < len(reqs) && err == nil; i++ {
@@ -267,7 +264,7 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, hashes []
 		// an earlier request of the batch was recorded: the error is
 		// returned all the same.
 		sh := &s.shards[hashes[i]&s.mask]
-		outs[i].Outcome, err = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, take)
+		err = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i].Outcome)
 	}
 	return err
 }
@@ -286,10 +283,25 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 }
 
 func (s *Store) resetLocked(sh *shard, h uint64, prefix, key string, alg backend.Algorithm) {
+	scope := unique.Make(backend.Scope{Prefix: prefix, Algorithm: alg})
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.keys.get(h, key, prefix, alg); e != nil {
-		sh.remove(e)
+	switch alg {
+	case backend.SlidingWindow:
+		forget(sh, &sh.log, h, key, scope)
+	case backend.FixedWindow:
+		forget(sh, &sh.fixed, h, key, scope)
+	case backend.SlidingWindowCounter:
+		forget(sh, &sh.counter, h, key, scope)
+	case backend.GCRA:
+		forget(sh, &sh.gcra, h, key, scope)
+	}
+}
+
+// forget drops key's state under scope from t, if held.
+func forget[S any](sh *shard, t *table[S], h uint64, key string, scope unique.Handle[backend.Scope]) {
+	if ref, r := t.find(h, key, scope); r != nil {
+		sh.remove(t, ref)
 	}
 }
 

@@ -8,16 +8,33 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
-// shard is a lock and the keys it guards.
+// shard is a lock and the keys it guards: a table per algorithm, which
+// share the shard's bound on keys.
 type shard struct {
 	mu         sync.Mutex
-	keys       *table
+	log        table[algorithm.Log]
+	fixed      table[algorithm.Fixed]
+	counter    table[algorithm.SlidingCounter]
+	gcra       table[algorithm.Bucket]
+	n          int // keys held, in all tables
+	capacity   int
 	entries    int // log entries held
 	maxEntries int
 	refuse     bool   // WhenFull is RefuseNewKeys
 	stats      *stats // the store's
 	_          [64]byte
 }
+
+// keys is what the shard asks of each of its tables, whatever their state
+// (the cold paths: eviction, sweeps).
+type keys interface {
+	len() int
+	victim(now int64, c class) uint32
+	oldest(f func(ref uint32, expireAt int64) bool)
+	drop(ref uint32) (entries int)
+}
+
+func (sh *shard) tables() [4]keys { return [...]keys{&sh.log, &sh.fixed, &sh.counter, &sh.gcra} }
 
 // op is what a decision does.
 type op uint8
@@ -28,70 +45,96 @@ const (
 	refund
 )
 
-// decide does o for req at now on the shard, whose lock is held; h is the
-// hash of req's state, storeNow the store's clock, which expiry is kept on.
-func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o op) (algorithm.Outcome, error) {
-	r := req.Rule
-	e := sh.keys.get(h, req.Key, r.Prefix(), r.Algorithm())
-	if e == nil {
-		switch o {
-		case peek: // nothing stored: nothing to write
-			return empty[r.Algorithm()].Peek(now, r.Rate(), req.Cost), nil
-		case refund:
-			return algorithm.Outcome{}, overRefund(req, 0)
-		}
-		var err error
-		if e, err = sh.add(req, h, storeNow); err != nil {
-			return algorithm.Outcome{}, err
-		}
-	} else {
-		sh.keys.used(e) // a key held before is used again; a new one waits on probation
+// decide does o for req at now on the shard, whose lock is held, writing
+// its outcome to out; h is the hash of req's state, storeNow the store's
+// clock, which expiry is kept on.
+func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
+	if o == take {
+		return sh.take(req, h, now, storeNow, out)
 	}
-	switch o {
-	case peek:
-		return e.st.Peek(now, r.Rate(), req.Cost), nil
-	case take:
-		var out algorithm.Outcome
-		sh.take(e, req, now, storeNow, &out)
-		return out, nil
+	switch req.Rule.Algorithm() {
+	case backend.GCRA:
+		return decideIn(sh, &sh.gcra, req, h, now, storeNow, o, out)
+	case backend.FixedWindow:
+		return decideIn(sh, &sh.fixed, req, h, now, storeNow, o, out)
+	case backend.SlidingWindowCounter:
+		return decideIn(sh, &sh.counter, req, h, now, storeNow, o, out)
+	case backend.SlidingWindow:
+		return decideIn(sh, &sh.log, req, h, now, storeNow, o, out)
 	}
-	held := e.entries()
-	out, ok := e.st.Refund(now, r.Rate(), req.Cost)
-	if !ok {
-		return out, overRefund(req, e.st.Peek(now, r.Rate(), 1).Count)
-	}
-	e.wrote(storeNow, out.Life, r.Retain())
-	sh.entries += e.entries() - held
-	return out, nil
+	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 }
 
-// take decides req at now on e into out, recording it if admitted; storeNow
-// is the store's clock, which expiry is kept on.
-func (sh *shard) take(e *entry, req *backend.Request, now, storeNow int64, out *algorithm.Outcome) {
-	rate := req.Rule.Rate()
-	if log, ok := e.st.(*algorithm.Log); ok {
-		held := log.Len()
-		log.TakeTo(now, &rate, req.Cost, out)
-		e.wrote(storeNow, out.Life, req.Rule.Retain())
-		if grown := log.Len() - held; grown != 0 { // a Take prunes, admitted or not
-			sh.entries += grown
-			if grown > 0 && sh.entries > sh.maxEntries {
-				sh.shed(e, storeNow)
-			}
+// take is decide's take, called by the store's Take directly.
+func (sh *shard) take(req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+	switch req.Rule.Algorithm() {
+	case backend.GCRA:
+		return takeIn(sh, &sh.gcra, req, h, now, storeNow, out)
+	case backend.FixedWindow:
+		return takeIn(sh, &sh.fixed, req, h, now, storeNow, out)
+	case backend.SlidingWindowCounter:
+		return takeIn(sh, &sh.counter, req, h, now, storeNow, out)
+	case backend.SlidingWindow:
+		return takeIn(sh, &sh.log, req, h, now, storeNow, out)
+	}
+	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
+}
+
+// decideIn is decide on t, the table of req's algorithm.
+func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
+	if o == take {
+		return takeIn(sh, t, req, h, now, storeNow, out)
+	}
+	rule := req.Rule
+	ref, r := t.find(h, req.Key, rule.Scope())
+	if r == nil {
+		if o == peek { // nothing stored: nothing to write
+			*out = empty[rule.Algorithm()].Peek(now, rule.Rate(), req.Cost)
+			return nil
 		}
-		return
+		return overRefund(req, 0)
 	}
-	switch st := e.st.(type) { // concrete calls: no Outcome copied, no interface hop
-	case *algorithm.Bucket:
-		st.TakeTo(now, &rate, req.Cost, out)
-	case *algorithm.Fixed:
-		st.TakeTo(now, &rate, req.Cost, out)
-	case *algorithm.SlidingCounter:
-		st.TakeTo(now, &rate, req.Cost, out)
-	default:
-		*out = e.st.Take(now, rate, req.Cost)
+	t.used(ref, r)
+	st := P(&r.st)
+	if o == peek {
+		*out = st.Peek(now, rule.Rate(), req.Cost)
+		return nil
 	}
-	e.wrote(storeNow, out.Life, req.Rule.Retain())
+	before := held(&r.st)
+	refunded, ok := st.Refund(now, rule.Rate(), req.Cost)
+	if !ok {
+		return overRefund(req, st.Peek(now, rule.Rate(), 1).Count)
+	}
+	*out = refunded
+	r.wrote(storeNow, out.Life, rule.Retain())
+	sh.entries += held(&r.st) - before
+	return nil
+}
+
+// takeIn is a Take on t, the table of req's algorithm: the hot path. A key
+// held before is used again; a new one waits on probation (see table).
+func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+	rule := req.Rule
+	ref, r := t.find(h, req.Key, rule.Scope())
+	if r == nil {
+		if err := sh.makeRoom(storeNow); err != nil {
+			return err
+		}
+		ref, r = t.add(h, req.Key, rule.Scope())
+		sh.n++
+	} else {
+		t.used(ref, r)
+	}
+	before := held(&r.st)
+	takeTo(&r.st, now, rule.RateOf(), req.Cost, out)
+	r.wrote(storeNow, out.Life, rule.Retain())
+	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
+		sh.entries += grown
+		if grown > 0 && sh.entries > sh.maxEntries {
+			sh.shed(ref, storeNow)
+		}
+	}
+	return nil
 }
 
 // overRefund is the error of a refund of more than the held quota.
@@ -99,49 +142,75 @@ func overRefund(req *backend.Request, held int64) error {
 	return fmt.Errorf("%w: a refund of %d, and %q holds %d", backend.ErrInvalidCost, req.Cost, req.Key, held)
 }
 
-// add makes a new key's entry on probation, making room when the shard is
-// full (see table): an evicted key still inside its window is counted, or,
-// when the store refuses new keys, the new key is refused instead.
-func (sh *shard) add(req *backend.Request, h uint64, now int64) (*entry, error) {
-	e := newEntry(req.Rule.Algorithm())
-	if e == nil {
-		return nil, backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
+// class is a kind of key that may make room for a new one, in the order the
+// shard looks for them.
+type class uint8
+
+const (
+	idleProbation class = iota // on probation, its windows all passed
+	idleProtected              // the oldest protected, its windows all passed
+	onProbation                // the oldest on probation
+	sweep                      // the CLOCK's pick of the protected keys
+)
+
+// makeRoom makes room for a new key when the shard is full: an idle key at
+// the end of a list goes first, then the oldest key on probation, and only
+// when none is on probation a protected key, by the sweep: from the oldest,
+// a key used since the sweep last passed it goes to the front with its bit
+// cleared, and the first one not used is evicted. A key used since the
+// sweep last passed is never evicted before one that was not; a key used
+// once, however recently, goes before any key used twice. A key in active
+// use is therefore never evicted for new keys while the shard holds keys
+// used once. The tables are looked at in one order; the sweep runs on the
+// table holding the most keys. An evicted key still inside its window is
+// counted; when the store refuses new keys, the new key is refused instead.
+func (sh *shard) makeRoom(now int64) error {
+	if sh.n < sh.capacity {
+		return nil
 	}
-	if sh.keys.full() {
-		if v := sh.keys.victim(now); v != nil {
-			if !v.idle(now) {
+	tables := sh.tables()
+	most := max(tables[0].len(), tables[1].len(), tables[2].len(), tables[3].len())
+	for c := idleProbation; c <= sweep; c++ {
+		for _, t := range tables {
+			if c == sweep && t.len() < most {
+				continue
+			}
+			ref := t.victim(now, c)
+			if ref == 0 {
+				continue
+			}
+			if c > idleProtected {
 				if sh.refuse {
 					sh.stats.refused.Add(1)
-					return nil, fmt.Errorf("%w (%d keys in this shard)", ErrFull, sh.keys.capacity)
+					return fmt.Errorf("%w (%d keys in this shard)", ErrFull, sh.capacity)
 				}
 				sh.stats.activeEvictions.Add(1)
 			}
-			sh.remove(v)
+			sh.remove(t, ref)
+			return nil
 		}
 	}
-	e.key, e.prefix, e.hash, e.alg = req.Key, req.Rule.Prefix(), h, req.Rule.Algorithm()
-	sh.keys.add(e)
-	return e, nil
+	return nil
 }
 
-// shed evicts least recently used keys, never keep, until the shard's log
-// entries are within its bound.
-func (sh *shard) shed(keep *entry, now int64) {
-	sh.keys.oldest(func(e *entry) bool {
-		if e != keep {
-			if !e.idle(now) {
+// shed evicts the least recently used logs, never keep, until the shard's
+// log entries are within its bound.
+func (sh *shard) shed(keep uint32, now int64) {
+	sh.log.oldest(func(ref uint32, expireAt int64) bool {
+		if ref != keep {
+			if expireAt > now {
 				sh.stats.activeEvictions.Add(1)
 			}
-			sh.remove(e)
+			sh.remove(&sh.log, ref)
 		}
 		return sh.entries > sh.maxEntries
 	})
 }
 
-// remove drops e.
-func (sh *shard) remove(e *entry) {
-	sh.entries -= e.entries()
-	sh.keys.remove(e)
+// remove drops ref from t.
+func (sh *shard) remove(t keys, ref uint32) {
+	sh.entries -= t.drop(ref)
+	sh.n--
 }
 
 // sweep drops the shard's keys whose windows have all passed at now.
@@ -149,13 +218,15 @@ func (sh *shard) sweep(now int64) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	dropped := 0
-	sh.keys.oldest(func(e *entry) bool {
-		if e.idle(now) {
-			sh.remove(e)
-			dropped++
-		}
-		return true
-	})
+	for _, t := range sh.tables() {
+		t.oldest(func(ref uint32, expireAt int64) bool {
+			if expireAt <= now {
+				sh.remove(t, ref)
+				dropped++
+			}
+			return true
+		})
+	}
 	return dropped
 }
 
@@ -178,5 +249,5 @@ func panicked(r any) error {
 func (sh *shard) len() int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.keys.n
+	return sh.n
 }

@@ -1,159 +1,208 @@
 package memory
 
-import "github.com/ratelimit-go/ratelimit/backend"
+import (
+	"unique"
 
-// table holds a shard's keys, at most capacity: an index by hash, and two
-// lists that order the keys for eviction, so that a flood of keys used once
-// (random tokens, spoofed addresses) cannot evict a key in active use and
-// give it a fresh quota:
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// table holds a shard's keys under one algorithm, whose state S (one of
+// package algorithm's types) each record holds inline: the records sit in
+// chunks of a slab, found by an index on the hash, and referred to by
+// number (ref, from 1), not by pointer, so that a key costs its record and
+// an index slot, and no allocation of its own once the slab has grown.
+//
+// Two lists order a table's keys for eviction, so that a flood of keys used
+// once (random tokens, spoofed addresses) cannot evict a key in active use
+// and give it a fresh quota:
 //
 //   - probation: keys that arrived and were not used again since, newest
 //     first;
 //   - protected: keys used again after they arrived, in the order of a
-//     CLOCK: a use sets the key's used bit (a write to the entry the
-//     decision touches anyway) rather than moving it to the front, which
-//     would write to two neighbours' cache lines on every decision, under
-//     the shard's lock.
+//     CLOCK: a use sets the key's used bit (in the record the decision
+//     writes anyway) rather than moving it to the front, which would write
+//     two neighbours' records on every decision.
 //
-// A new key needs room: an idle key (its windows all passed) at the end of
-// either list goes first, then the oldest key on probation, and only when
-// none is on probation a protected key, by the sweep: from the oldest, a
-// key used since the sweep last passed it goes to the front with its bit
-// cleared, and the first one not used is evicted. A key used since the
-// sweep last passed is never evicted before one that was not; a key used
-// once, however recently, goes before any key used twice. A key in active
-// use is therefore never evicted for new keys while the shard holds keys
-// used once.
+// The shard picks which key makes room for a new one (see shard.victim).
 //
 // The index and the lists are written here rather than taken from
 // github.com/hashicorp/golang-lru/v2 (which the store used before): its LRU
-// keeps a map of its own, keyed by the key's string, which hashed every key
-// a second time after the shard's hash, and allocated a list element beside
-// each entry. Here the shard's hash is the index's key and the entry is the
-// list element: one hash and one allocation per key (the benchmarks in
-// bench/peers measure the store against sethvargo/go-limiter).
-type table struct {
-	index                map[uint64]*entry // by hash; entries whose hashes collide are chained
+// keeps a map of its own keyed by the key's string, which hashed every key a
+// second time, and a list element allocated beside each entry.
+type table[S any] struct {
+	ix                   index
+	chunks               []*[chunkLen]record[S]
+	made                 uint32 // records handed out from the chunks: refs 1 to made
+	free                 uint32 // a removed record, whose next is the next free one; 0: none
 	probation, protected list
-	n, capacity          int
 }
 
-// list is a doubly linked list of entries through their prev and next,
-// around a sentinel.
-type list struct{ root entry }
+// chunkLen is the records of a chunk: the slab grows by a chunk, a few KB.
+const chunkLen = 16
 
-func (l *list) init()          { l.root.prev, l.root.next = &l.root, &l.root }
-func (l *list) empty() bool    { return l.root.next == &l.root }
-func (l *list) oldest() *entry { return l.root.prev }
-
-func (l *list) pushFront(e *entry) {
-	e.prev, e.next = &l.root, l.root.next
-	e.next.prev, l.root.next = e, e
+// record is one key's state under one scope.
+type record[S any] struct {
+	key   string
+	scope unique.Handle[backend.Scope]
+	// expireAt is when the state may be dropped, on the store's clock (µs):
+	// its life (at least the rule's retention) after its last write, as a
+	// server's TTL counts. One clock decides what may be dropped, whatever
+	// clock the requests are decided on.
+	expireAt   int64
+	prev, next uint32 // in its list; next: in the free list when removed
+	tag        uint32 // in the index
+	protected  bool   // used again after it arrived
+	used       bool   // protected, and used since the sweep last passed it
+	st         S
 }
 
-func unlink(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
+// list is a doubly linked list of records by ref; 0 ends it.
+type list struct{ newest, oldest uint32 }
+
+func (t *table[S]) at(ref uint32) *record[S] {
+	return &t.chunks[(ref-1)/chunkLen][(ref-1)%chunkLen]
 }
 
-func newTable(capacity int) *table {
-	t := &table{index: make(map[uint64]*entry), capacity: capacity}
-	t.probation.init()
-	t.protected.init()
-	return t
-}
-
-// get is the entry of key under prefix and alg, whose hash is h, or nil.
-func (t *table) get(h uint64, key, prefix string, alg backend.Algorithm) *entry {
-	for e := t.index[h]; e != nil; e = e.collide {
-		if e.key == key && e.alg == alg && e.prefix == prefix {
-			return e
+// find is the record of key under scope, whose hash is h, and its ref; nil
+// when the table holds none.
+func (t *table[S]) find(h uint64, key string, scope unique.Handle[backend.Scope]) (uint32, *record[S]) {
+	slots := t.ix.slots
+	if len(slots) == 0 {
+		return 0, nil
+	}
+	tag, mask := tagOf(h), uint32(len(slots)-1)
+	for i := tag & mask; slots[i].ref != 0; i = (i + 1) & mask {
+		if slots[i].tag == tag {
+			if r := t.at(slots[i].ref); r.key == key && r.scope == scope {
+				return slots[i].ref, r
+			}
 		}
 	}
-	return nil
+	return 0, nil
 }
 
-// used records a use of e, held: a protected key's bit is set, a key on
+// add makes a record for key under scope, on probation, with an empty
+// state; the shard made room for it.
+func (t *table[S]) add(h uint64, key string, scope unique.Handle[backend.Scope]) (uint32, *record[S]) {
+	ref := t.free
+	if ref != 0 {
+		t.free = t.at(ref).next
+	} else {
+		if t.made%chunkLen == 0 {
+			t.chunks = append(t.chunks, new([chunkLen]record[S]))
+		}
+		t.made++
+		ref = t.made
+	}
+	r := t.at(ref)
+	*r = record[S]{key: key, scope: scope, tag: tagOf(h)}
+	t.ix.add(r.tag, ref)
+	t.push(&t.probation, ref)
+	return ref, r
+}
+
+// remove drops the record ref, which holds nothing afterwards.
+func (t *table[S]) remove(ref uint32) {
+	r := t.at(ref)
+	t.ix.remove(r.tag, ref)
+	t.unlink(ref)
+	*r = record[S]{next: t.free}
+	t.free = ref
+}
+
+// drop removes ref and says how many log entries it held.
+func (t *table[S]) drop(ref uint32) int {
+	n := held(&t.at(ref).st)
+	t.remove(ref)
+	return n
+}
+
+// used records a use of ref: a protected key's bit is set, a key on
 // probation is protected from now on.
-func (t *table) used(e *entry) {
-	if e.protected {
-		e.used = true
+func (t *table[S]) used(ref uint32, r *record[S]) {
+	if r.protected {
+		r.used = true
 		return
 	}
-	unlink(e)
-	e.protected = true
-	t.protected.pushFront(e)
+	t.unlink(ref)
+	r.protected = true
+	t.push(&t.protected, ref)
 }
 
-// full reports whether a new key needs room.
-func (t *table) full() bool { return t.n >= t.capacity }
+func (t *table[S]) len() int { return t.ix.n }
 
-// add puts a new key on probation; the caller made room.
-func (t *table) add(e *entry) {
-	e.collide = t.index[e.hash]
-	t.index[e.hash] = e
-	t.probation.pushFront(e)
-	t.n++
+// push puts ref at the front of l.
+func (t *table[S]) push(l *list, ref uint32) {
+	r := t.at(ref)
+	r.prev, r.next = 0, l.newest
+	if l.newest != 0 {
+		t.at(l.newest).prev = ref
+	} else {
+		l.oldest = ref
+	}
+	l.newest = ref
 }
 
-// remove drops e.
-func (t *table) remove(e *entry) {
-	unlink(e)
-	t.n--
-	first := t.index[e.hash]
-	if first == e {
-		if e.collide == nil {
-			delete(t.index, e.hash)
-		} else {
-			t.index[e.hash] = e.collide
-		}
-		return
+// unlink takes ref out of its list.
+func (t *table[S]) unlink(ref uint32) {
+	r := t.at(ref)
+	l := &t.probation
+	if r.protected {
+		l = &t.protected
 	}
-	for p := first; p != nil; p = p.collide {
-		if p.collide == e {
-			p.collide = e.collide
-			return
-		}
+	if r.prev != 0 {
+		t.at(r.prev).next = r.next
+	} else {
+		l.newest = r.next
 	}
+	if r.next != 0 {
+		t.at(r.next).prev = r.prev
+	} else {
+		l.oldest = r.prev
+	}
+	r.prev, r.next = 0, 0
 }
 
-// victim is the key that makes room for a new one (see table), or nil when
-// the table is empty.
-func (t *table) victim(now int64) *entry {
-	po, pr := t.probation.oldest(), t.protected.oldest()
-	switch {
-	case !t.probation.empty() && po.idle(now):
-		return po
-	case !t.protected.empty() && pr.idle(now):
-		return pr
-	case !t.probation.empty():
-		return po
-	}
-	for i := t.n; i > 0; i-- { // the sweep: each used key once to the front
-		e := t.protected.oldest()
-		if !e.used {
-			return e
+// victim is this table's candidate to make room at now in class c, or 0.
+func (t *table[S]) victim(now int64, c class) uint32 {
+	switch c {
+	case idleProbation:
+		if o := t.probation.oldest; o != 0 && t.at(o).expireAt <= now {
+			return o
 		}
-		e.used = false
-		unlink(e)
-		t.protected.pushFront(e)
+	case idleProtected:
+		if o := t.protected.oldest; o != 0 && t.at(o).expireAt <= now {
+			return o
+		}
+	case onProbation:
+		return t.probation.oldest
+	case sweep: // from the oldest, each used key once to the front
+		for i := t.ix.n; i > 0; i-- {
+			o := t.protected.oldest
+			r := t.at(o)
+			if !r.used {
+				return o
+			}
+			r.used = false
+			t.unlink(o)
+			t.push(&t.protected, o)
+		}
+		return t.protected.oldest
 	}
-	if !t.protected.empty() {
-		return t.protected.oldest()
-	}
-	return nil
+	return 0
 }
 
 // oldest calls f on the keys from the least recently used (probation, then
 // protected) until f returns false; f may remove the key it is given.
-func (t *table) oldest(f func(e *entry) bool) {
+func (t *table[S]) oldest(f func(ref uint32, expireAt int64) bool) {
 	for _, l := range []*list{&t.probation, &t.protected} {
-		for e := l.oldest(); e != &l.root; {
-			prev := e.prev
-			if !f(e) {
+		for ref := l.oldest; ref != 0; {
+			r := t.at(ref)
+			prev := r.prev
+			if !f(ref, r.expireAt) {
 				return
 			}
-			e = prev
+			ref = prev
 		}
 	}
 }
