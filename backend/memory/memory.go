@@ -2,28 +2,28 @@
 // restart, shared only by the Limiters of one process. It is the default for
 // a single-node app and for tests.
 //
-// Keys are spread over shards, each a mutex guarding a table of keys, so
-// decisions on different keys rarely contend. A key's state under each
-// prefix and algorithm is an entry of its own, holding that algorithm's
-// state only (package algorithm's types, in the same allocation), found by
-// one hash of the key. A sliding log is a sorted slice of timestamps, pruned
-// by binary search; a warm key decides without allocating. The Store is a
-// backend.MultiStore: TakeAll decides any requests together, under the locks
-// of their shards.
+// Keys are spread over shards, each a mutex guarding a table of keys per
+// algorithm, so decisions on different keys rarely contend. A key's state
+// under each prefix and algorithm is a record of its own, holding that
+// algorithm's state inline (package algorithm's types) in a slab, found by
+// one hash of the key through an index of the store's own. A sliding log is
+// a sorted slice of timestamps, pruned by binary search; a warm key decides
+// without allocating. The Store is a backend.MultiStore: TakeAll decides
+// any requests together, under the locks of their shards.
 //
 // The store is bounded twice: by keys (WithMaxKeys) and by the entries of
 // sliding logs (WithMaxEntries), which hold one entry per admitted request
-// in the window; the other algorithms hold O(1) state per key (160 bytes
-// with the index, beside the key's own bytes). The worst case is therefore
-// about MaxKeys*200 bytes plus MaxEntries*16 bytes: 20 MB plus 160 MB with
-// the defaults, and the keys. A background sweeper drops keys whose state
-// has expired (its life, or the Limiter's retention, has passed since its
-// last write, on the store's clock), which loses nothing.
+// in the window; the other algorithms hold O(1) state per key (about 100
+// bytes with the index, beside the key's own bytes). The worst case is
+// therefore about MaxKeys*130 bytes plus MaxEntries*16 bytes: 13 MB plus
+// 160 MB with the defaults, and the keys. A background sweeper drops keys
+// whose state has expired (its life, or the Limiter's retention, has passed
+// since its last write, on the store's clock), which loses nothing.
 //
 // When a shard is full, a new key takes the place of an expired key if
 // there is one, else of the oldest key used only once (on probation), and
 // only when every key was used again since it arrived, of a key not used
-// since a CLOCK sweep last passed it (see table). A flood of new keys
+// since a CLOCK sweep last passed it (see shard.makeRoom). A flood of new keys
 // therefore cannot evict a key in active use while the shard holds keys
 // used once. A key evicted inside its window forgets its history
 // (ActiveEvictions counts them); WithWhenFull(RefuseNewKeys) refuses the new
@@ -123,8 +123,8 @@ func (s *Store) micros() int64 {
 }
 
 // hash is the one hash of req's state: its key's, mixed with the hash of
-// its rule's prefix and algorithm, which the rule keeps. It picks the shard
-// and is the shard's index key.
+// its rule's prefix and algorithm, which the rule keeps. Its low bits pick
+// the shard, its upper half is the tag the shard's index files it under.
 func (s *Store) hash(req *backend.Request) uint64 {
 	return maphash.String(s.seed, req.Key) ^ req.Rule.Namespace()
 }

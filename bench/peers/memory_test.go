@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The memory store's O(1) algorithms hold a key in at most twice the bytes
+// The memory store's O(1) algorithms hold a key in at most the bytes
 // sethvargo/go-limiter's store does, both measured in this run: the heap a
 // contender grows by for keys it holds (their strings are the test's, shared
-// by both), after a GC.
-func TestBytesPerKeyWithinTwiceGoLimiters(t *testing.T) {
+// by both), after a GC. The store held 160 bytes a key (1.5x) when each key
+// was an entry of its own in a Go map.
+func TestBytesPerKeyWithinGoLimiters(t *testing.T) {
 	const n = 20_000
 	keys := make([]string, n)
 	for i := range keys {
@@ -50,6 +51,6 @@ func TestBytesPerKeyWithinTwiceGoLimiters(t *testing.T) {
 		if strings.Contains(name, "sliding") || name == "sethvargo/go-limiter memorystore" {
 			continue // a log keeps an entry per request in the window
 		}
-		require.LessOrEqual(t, b/ref, 2.0, "%s: bytes per key against go-limiter's", name)
+		require.LessOrEqual(t, b/ref, 1.0, "%s: bytes per key against go-limiter's", name)
 	}
 }
