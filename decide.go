@@ -121,7 +121,12 @@ func decisionTo(d *Decision, out *backend.Outcome, maxCost int64) {
 	d.At = time.UnixMicro(out.At)
 	d.Source = SourceStore
 	if out.Fallback != nil {
-		d.Source, d.Limit = SourceFallback, int(out.Fallback.MaxCost())
-		d.Remaining = int(max(out.Fallback.MaxCost()-out.Count, 0))
+		fallbackTo(d, out)
 	}
+}
+
+// fallbackTo marks d, of out, as the fallback's decision.
+func fallbackTo(d *Decision, out *backend.Outcome) {
+	d.Source, d.Limit = SourceFallback, int(out.Fallback.MaxCost())
+	d.Remaining = int(max(out.Fallback.MaxCost()-out.Count, 0))
 }

@@ -152,12 +152,42 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.unlock(&err)
-	storeNow := s.micros() // under the lock: see decideLocked
+	var storeNow int64 // s.micros(), written out: it is not inlined
+	if s.clock == nil {
+		storeNow = s.startMicros + int64(time.Since(s.start)/time.Microsecond)
+	} else {
+		storeNow = algorithm.Micros(s.clock())
+	}
 	now := storeNow
 	if req.Now != 0 {
 		now = req.Now
 	}
-	if err = sh.take(req, h, now, storeNow, &out.Outcome); err == nil {
+	// The O(1) algorithms decide on their records here, each on its
+	// concrete type: no call but the algorithm's own.
+	rule, o := req.Rule, &out.Outcome
+	switch rule.Algorithm() {
+	case backend.GCRA:
+		var r *record[algorithm.Bucket]
+		if _, r, err = enter(sh, &sh.gcra, req, h, storeNow); err == nil {
+			r.st.TakeTo(now, rule.RateOf(), req.Cost, o)
+			r.wrote(storeNow, o.Life, rule.Retain())
+		}
+	case backend.FixedWindow:
+		var r *record[algorithm.Fixed]
+		if _, r, err = enter(sh, &sh.fixed, req, h, storeNow); err == nil {
+			r.st.TakeTo(now, rule.RateOf(), req.Cost, o)
+			r.wrote(storeNow, o.Life, rule.Retain())
+		}
+	case backend.SlidingWindowCounter:
+		var r *record[algorithm.SlidingCounter]
+		if _, r, err = enter(sh, &sh.counter, req, h, storeNow); err == nil {
+			r.st.TakeTo(now, rule.RateOf(), req.Cost, o)
+			r.wrote(storeNow, o.Life, rule.Retain())
+		}
+	default:
+		err = sh.take(req, h, now, storeNow, o)
+	}
+	if err == nil && out.Fallback != nil {
 		out.Fallback = nil
 	}
 	return err

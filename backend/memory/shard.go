@@ -111,23 +111,16 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 	return nil
 }
 
-// takeIn is a Take on t, the table of req's algorithm: the hot path. A key
-// held before is used again; a new one waits on probation (see table).
+// takeIn is a Take on t, the table of req's algorithm, for any algorithm
+// (the store's Take decides the O(1) ones on their records directly).
 func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
-	rule := req.Rule
-	ref, r := t.find(h, req.Key, rule.Scope())
-	if r == nil {
-		if err := sh.makeRoom(storeNow); err != nil {
-			return err
-		}
-		ref, r = t.add(h, req.Key, rule.Scope())
-		sh.n++
-	} else {
-		t.used(ref, r)
+	ref, r, err := enter(sh, t, req, h, storeNow)
+	if err != nil {
+		return err
 	}
 	before := held(&r.st)
-	takeTo(&r.st, now, rule.RateOf(), req.Cost, out)
-	r.wrote(storeNow, out.Life, rule.Retain())
+	takeTo(&r.st, now, req.Rule.RateOf(), req.Cost, out)
+	r.wrote(storeNow, out.Life, req.Rule.Retain())
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
 		sh.entries += grown
 		if grown > 0 && sh.entries > sh.maxEntries {
@@ -135,6 +128,23 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, 
 		}
 	}
 	return nil
+}
+
+// enter is the record of req's key in t, its table, and its ref: a key held
+// before is used again; a new one, for which the shard makes room, waits on
+// probation (see table).
+func enter[S any](sh *shard, t *table[S], req *backend.Request, h uint64, storeNow int64) (uint32, *record[S], error) {
+	ref, r := t.find(h, req.Key, req.Rule.Scope())
+	if r != nil {
+		t.used(ref, r)
+		return ref, r, nil
+	}
+	if err := sh.makeRoom(storeNow); err != nil {
+		return 0, nil, err
+	}
+	ref, r = t.add(h, req.Key, req.Rule.Scope())
+	sh.n++
+	return ref, r, nil
 }
 
 // overRefund is the error of a refund of more than the held quota.
