@@ -67,7 +67,11 @@ func (b *Bucket) set(now, level int64, r *Rate) {
 // bucketCount is the requests' worth of quota that level holds, and when
 // that number next drops.
 func bucketCount(level, now int64, r *Rate) (count, next int64) {
-	count = ceilDiv(level, r.Unit)
+	if full := r.Burst * r.Unit; level > full-r.Unit && level <= full {
+		count = r.Burst // a full bucket, the common denial: no division
+	} else {
+		count = ceilDiv(level, r.Unit)
+	}
 	if count == 0 {
 		return 0, now
 	}
