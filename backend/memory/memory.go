@@ -136,10 +136,20 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outc
 }
 
 // TakeTo is Take writing its outcome to out, for a caller on the concrete
-// type that holds one (the Limiter does): decide's take written out, the
-// hot path, where the outcome is written once, not copied through the
-// layers. On an error, out is left as it was.
-func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.Outcome) (err error) {
+// type that holds one (the Limiter does): the hot path, where the outcome
+// is written once, not copied through the layers. On an error, out is left
+// as it was.
+//
+// A key already held under an O(1) algorithm, on the store's own clock, is
+// decided here (takeHeld): its lock is released by a deferred Unlock, with
+// no recover, which costs a decision about 7 ns (docs/figures.md). What
+// runs there cannot panic but on a broken invariant: an index probe masked
+// to its slots, a ref the index handed out, and the algorithms' integer
+// arithmetic over a Rule's rate, whose divisors NewRule keeps at least 1.
+// Everything else (a new key, which may evict; a sliding log; a caller's
+// clock, which is the caller's code) is decided under guard, which turns a
+// panic into an error wrapping backend.ErrStore.
+func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.Outcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -151,43 +161,40 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 	h := s.hash(req)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	defer sh.unlock(&err)
-	var storeNow int64 // s.micros(), written out: it is not inlined
+	defer sh.mu.Unlock()
 	if s.clock == nil {
-		storeNow = s.startMicros + int64(time.Since(s.start)/time.Microsecond)
-	} else {
-		storeNow = algorithm.Micros(s.clock())
+		// s.micros(), written out (it is not inlined); read under the
+		// lock: see decideLocked.
+		storeNow := s.startMicros + int64(time.Since(s.start)/time.Microsecond)
+		now := storeNow
+		if req.Now != 0 {
+			now = req.Now
+		}
+		if sh.takeHeld(req, h, now, storeNow, &out.Outcome) {
+			if out.Fallback != nil {
+				out.Fallback = nil
+			}
+			return nil
+		}
 	}
+	return s.guard(sh, req, h, out)
+}
+
+// guard is TakeTo's decision on every path but takeHeld's, under sh's lock
+// (held by the caller): a panic comes back as an error, not into the
+// caller's goroutine.
+func (s *Store) guard(sh *shard, req *backend.Request, h uint64, out *backend.Outcome) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicked(r)
+		}
+	}()
+	storeNow := s.micros()
 	now := storeNow
 	if req.Now != 0 {
 		now = req.Now
 	}
-	// The O(1) algorithms decide on their records here, each on its
-	// concrete type: no call but the algorithm's own.
-	rule, o := req.Rule, &out.Outcome
-	switch rule.Algorithm() {
-	case backend.GCRA:
-		var r *record[algorithm.Bucket]
-		if _, r, err = enter(sh, &sh.gcra, req, h, storeNow); err == nil {
-			r.st.TakeTo(now, rule.RateOf(), req.Cost, o)
-			r.wrote(storeNow, o.Life, rule.Retain())
-		}
-	case backend.FixedWindow:
-		var r *record[algorithm.Fixed]
-		if _, r, err = enter(sh, &sh.fixed, req, h, storeNow); err == nil {
-			r.st.TakeTo(now, rule.RateOf(), req.Cost, o)
-			r.wrote(storeNow, o.Life, rule.Retain())
-		}
-	case backend.SlidingWindowCounter:
-		var r *record[algorithm.SlidingCounter]
-		if _, r, err = enter(sh, &sh.counter, req, h, storeNow); err == nil {
-			r.st.TakeTo(now, rule.RateOf(), req.Cost, o)
-			r.wrote(storeNow, o.Life, rule.Retain())
-		}
-	default:
-		err = sh.take(req, h, now, storeNow, o)
-	}
-	if err == nil && out.Fallback != nil {
+	if err = sh.take(req, h, now, storeNow, &out.Outcome); err == nil {
 		out.Fallback = nil
 	}
 	return err

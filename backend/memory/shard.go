@@ -65,7 +65,38 @@ func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o o
 	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 }
 
-// take is decide's take, called by the store's Take directly.
+// takeHeld decides a Take of a key the shard holds under an O(1)
+// algorithm, on the record's concrete state, and reports whether it did:
+// false changes nothing (see Store.TakeTo).
+func (sh *shard) takeHeld(req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) bool {
+	rule := req.Rule
+	switch rule.Algorithm() {
+	case backend.GCRA:
+		if ref, r := sh.gcra.find(h, req.Key, rule.Scope()); r != nil {
+			sh.gcra.used(ref, r)
+			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			r.wrote(storeNow, out.Life, rule.Retain())
+			return true
+		}
+	case backend.FixedWindow:
+		if ref, r := sh.fixed.find(h, req.Key, rule.Scope()); r != nil {
+			sh.fixed.used(ref, r)
+			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			r.wrote(storeNow, out.Life, rule.Retain())
+			return true
+		}
+	case backend.SlidingWindowCounter:
+		if ref, r := sh.counter.find(h, req.Key, rule.Scope()); r != nil {
+			sh.counter.used(ref, r)
+			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			r.wrote(storeNow, out.Life, rule.Retain())
+			return true
+		}
+	}
+	return false
+}
+
+// take is decide's take.
 func (sh *shard) take(req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:

@@ -121,7 +121,9 @@ func (t *table[S]) drop(ref uint32) int {
 // probation is protected from now on.
 func (t *table[S]) used(ref uint32, r *record[S]) {
 	if r.protected {
-		r.used = true
+		if !r.used { // a denial writes nothing else: the record's line stays clean
+			r.used = true
+		}
 		return
 	}
 	t.unlink(ref)

@@ -1,0 +1,61 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// A decision releases its shard's lock on every path, a panic's included.
+// takeHeld (a held key under an O(1) algorithm, the store's clock) has a
+// deferred Unlock and no recover: a panic there, which takes a broken
+// invariant (here a chunk of the slab dropped), goes to the caller with the
+// shard unlocked. Every other path recovers: a store clock that panics is
+// an error wrapping ErrStore, and the shard is unlocked.
+func TestADecisionThatPanicsLeavesItsShardUnlocked(t *testing.T) {
+	rule, err := backend.NewRule(backend.GCRA, 10, time.Second, 10, time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := backend.Request{Rule: rule, Key: "k", Cost: 1}
+	ctx := context.Background()
+
+	s, err := New(WithShards(1), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Take(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	sh := &s.shards[0]
+	sh.gcra.chunks[0] = nil // the held key's record is gone: takeHeld dereferences nil
+	panicked := func() (p any) {
+		defer func() { p = recover() }()
+		_, _ = s.Take(ctx, req)
+		return nil
+	}()
+	if panicked == nil {
+		t.Fatal("a take through a broken slab did not panic: the test no longer reaches takeHeld")
+	}
+	if !sh.mu.TryLock() {
+		t.Fatal("the shard stayed locked after a panic in takeHeld")
+	}
+	sh.mu.Unlock()
+
+	boom, err := New(WithShards(1), WithSweepInterval(0), WithStoreClock(func() time.Time { panic("boom") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer boom.Close()
+	if _, err := boom.Take(ctx, req); !errors.Is(err, backend.ErrStore) {
+		t.Fatalf("a store clock that panics: %v, want an error wrapping ErrStore", err)
+	}
+	if !boom.shards[0].mu.TryLock() {
+		t.Fatal("the shard stayed locked after a panic under guard")
+	}
+	boom.shards[0].mu.Unlock()
+}
