@@ -176,20 +176,23 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 			}
 			return nil
 		}
+		return s.guard(sh, req, h, storeNow, out)
 	}
-	return s.guard(sh, req, h, out)
+	return s.guard(sh, req, h, 0, out)
 }
 
 // guard is TakeTo's decision on every path but takeHeld's, under sh's lock
-// (held by the caller): a panic comes back as an error, not into the
-// caller's goroutine.
-func (s *Store) guard(sh *shard, req *backend.Request, h uint64, out *backend.Outcome) (err error) {
+// (held by the caller), at storeNow on the store's clock (0: read it here):
+// a panic comes back as an error, not into the caller's goroutine.
+func (s *Store) guard(sh *shard, req *backend.Request, h uint64, storeNow int64, out *backend.Outcome) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicked(r)
 		}
 	}()
-	storeNow := s.micros()
+	if storeNow == 0 {
+		storeNow = s.micros()
+	}
 	now := storeNow
 	if req.Now != 0 {
 		now = req.Now
