@@ -69,7 +69,11 @@ func fitsAfter(p, m, window int64) int64 {
 func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	s := c.current(now, r.Window)
 	w, e := r.Window, now-s.start
-	count := weighted(s.prev, covered(e, w)) + s.cur
+	count, wp := s.cur, int64(0)
+	if s.prev > 0 { // covered divides by the window: skipped when nothing is weighed
+		wp = weighted(s.prev, covered(e, w))
+		count += wp
+	}
 	out.set(n <= r.Limit-count, count, 0, 0, now, 0)
 	if !out.Allowed {
 		if m := r.Limit - s.cur - n; m >= 0 { // fits in this window, once enough of the previous has slid out
@@ -85,13 +89,14 @@ func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *O
 		*c = s
 		out.Count, out.Life = out.Count+n, s.start+2*w-now
 	}
-	out.ResetAt = s.nextDrop(now, w)
+	out.ResetAt = s.nextDrop(now, w, wp)
 }
 
 // nextDrop is when the count of s next drops: when the weighted previous
-// count loses one, or, with none, when the current one starts sliding out.
-func (s *SlidingCounter) nextDrop(now, w int64) int64 {
-	if wp := weighted(s.prev, covered(now-s.start, w)); wp > 0 {
+// count (wp, at now) loses one, or, with none, when the current one starts
+// sliding out.
+func (s *SlidingCounter) nextDrop(now, w, wp int64) int64 {
+	if wp > 0 {
 		return s.start + fitsAfter(s.prev, wp-1, w)
 	}
 	if s.cur > 0 {
