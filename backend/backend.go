@@ -23,6 +23,14 @@
 // time (a server's TIME). A store refuses a caller's time outside
 // [MinMicros, MaxMicros], where every algorithm computes exactly.
 //
+// A store that decides at its own time reads its clock inside the atomic
+// step, after taking whatever makes the step atomic (a row lock, a script,
+// a mutex): the decisions on a key are then made in the order of their
+// times. A clock read before the lock (PostgreSQL's now() is the
+// transaction's start) lets a decision at an earlier time be applied after
+// one at a later time, and under concurrency the windows admit more than
+// their limit; package conformance's load scenarios catch it.
+//
 // # What a store keeps
 //
 // A key's state is named by the rule's prefix, the key and the rule's
@@ -30,7 +38,11 @@
 // store keeps the state for at least Rule.Retain and for as long as it still
 // counts (Outcome.Life), whichever is longer: state dropped sooner lets a key
 // through again (a GCRA bucket dropped before it drains admits a second
-// burst). Keeping it longer is harmless.
+// burst). Keeping it longer is harmless. A store that drops state by a
+// clock other than the one that decided (a server's TTL counted from the
+// write, while the decision used the caller's time) keeps it KeepSlack
+// longer still, so that the time between the decision and the write, or a
+// busy machine's delays, never drop state that counts.
 //
 // A denial records no request. It writes in one case only: state written at
 // a time later than the request's (by a clock that stepped back) is re-timed
@@ -50,9 +62,16 @@ package backend
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 )
+
+// KeepSlack is how much longer than max(Outcome.Life, Rule.Retain) a store
+// that drops state by itself (a TTL, a sweeper) on a clock other than the
+// deciding one keeps it (see the package documentation). The Redis and
+// Valkey stores add it to every TTL they write.
+const KeepSlack = time.Second
 
 // MaxKeyLen is the longest key, in bytes; keys are otherwise arbitrary bytes
 // (braces, spaces, NUL, invalid UTF-8), and a store keeps every distinct key

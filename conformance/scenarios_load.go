@@ -98,6 +98,11 @@ func randomTraffic(e *env, tr traffic) {
 	}
 }
 
+// overHint is what a store that over-admits under load most likely broke.
+const overHint = "over-admitted under concurrency: is the clock read inside the atomic step, after the lock, " +
+	"not before it (PostgreSQL's now() is the transaction's start)? are the read, the decision and the write " +
+	"one atomic step (SELECT ... FOR UPDATE in one transaction, one script)?"
+
 // noOverAdmission hammers one key from 16 goroutines over 4 store instances,
 // first at one manual instant, then on the store's own clock with a window
 // far longer than the run (and, for a fixed window, clear of its end):
@@ -140,7 +145,7 @@ func noOverAdmission(t *testing.T, e *env) {
 		}
 		wg.Wait()
 		mustZero(t, failed.Load(), "%s: calls that failed or reported a count over %d", mode, limit)
-		mustEqual(t, int64(limit), admitted.Load(), "%s: %d calls on one key with limit %d", mode, goroutines*perGoroutine, limit)
+		mustEqual(t, int64(limit), admitted.Load(), "%s: %d calls on one key with limit %d (%s)", mode, goroutines*perGoroutine, limit, overHint)
 	}
 }
 
@@ -192,9 +197,9 @@ func noOverAdmissionInAnyWindow(t *testing.T, e *env) {
 	if e.alg == ratelimit.FixedWindow || e.alg == ratelimit.SlidingWindowCounter {
 		windows *= 2 // up to 2*limit around a boundary
 	}
-	mustLessOrEqual(t, len(admitted), limit*windows, "admitted over %v (decided at, first to last admission) with %d per %v", span, limit, window)
+	mustLessOrEqual(t, len(admitted), limit*windows, "admitted over %v (decided at, first to last admission) with %d per %v (%s)", span, limit, window, overHint)
 	over := OverAdmissions(admitted, e.policy(limit, window))
-	mustZero(t, over, "intervals that admitted more than %v allows (of %d admitted, %d decisions)", e.alg, len(admitted), decisions.Load())
+	mustZero(t, over, "intervals that admitted more than %v allows (of %d admitted, %d decisions; %s)", e.alg, len(admitted), decisions.Load(), overHint)
 }
 
 // storeClock checks the store's own clock in real time: 3 calls in a

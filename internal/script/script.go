@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
@@ -106,10 +107,10 @@ func Scripts() []*Lua { return append([]*Lua{All}, ones[:]...) }
 // Text is the text of the script named sha (for EVAL after NOSCRIPT), or "".
 func Text(sha string) string { return byName[sha] }
 
-// TTLSlack is how much longer than the window a key lives after its last
-// write (on top of the window), as a safety net: state that nobody uses
-// disappears by itself.
-const TTLSlack = 1000 // ms
+// TTLSlack is backend.KeepSlack in ms: how much longer than its life and
+// retention a key lives after its last write. The TTL counts from the
+// write on the server's clock, while a decision may be on the caller's.
+const TTLSlack = int64(backend.KeepSlack / time.Millisecond)
 
 // ArgsPerRequest is the number of arguments of each request in All
 // (decide.lua).
