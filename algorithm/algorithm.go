@@ -74,13 +74,20 @@ type Outcome struct {
 	// at least that long, and at least its retention; 0 leaves the time
 	// it is kept as it was.
 	Life int64
+	// Changed reports whether the decision changed the state: an
+	// admission, a refund, a Take that re-timed state from the future or
+	// (a Log) pruned what left the window. A store that saves state (a
+	// row, a key) writes it back only when Changed; a state not Changed
+	// saves to the same bytes. Peek never changes it. The states of this
+	// package set it; the Limiter ignores it.
+	Changed bool
 }
 
 // set writes every field of o, one store each: a composite literal is built
 // aside and copied 16 bytes at a time, and each of those loads of fields
 // just stored 8 bytes at a time stalls (docs/figures.md measures it).
 func (o *Outcome) set(allowed bool, count, resetAt, retryAfter, at, life int64) {
-	o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At, o.Life = allowed, count, resetAt, retryAfter, at, life
+	o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At, o.Life, o.Changed = allowed, count, resetAt, retryAfter, at, life, false
 }
 
 // Rate is a policy in the units the algorithms compute in.

@@ -45,8 +45,10 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 		if s.cost != 0 && out.Allowed { // a write says how long the state counts
 			assert.Equal(t, d.Life(s.at*ms, r), out.Life, "%s: Life", s.name)
 			assert.Positive(t, out.Life, "%s: Life", s.name)
+			assert.True(t, out.Changed, "%s: an admission changes the state", s.name)
 			out.Life = 0
 		}
+		out.Changed = false // TestChangedIsWhetherTheSavedBytesChanged checks the rest
 		assert.Zero(t, out.Life, "%s: a peek or a denial writes no Life", s.name)
 		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: s.at * ms}
 		assert.Equal(t, want, out, s.name)

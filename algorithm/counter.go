@@ -83,11 +83,12 @@ func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *O
 		}
 		if record && c.started && c.start > now {
 			c.start = s.start // a Take rewrites state from the future, admitted or not
+			out.Changed = true
 		}
 	} else if record {
 		s.cur += n
 		*c = s
-		out.Count, out.Life = out.Count+n, s.start+2*w-now
+		out.Count, out.Life, out.Changed = out.Count+n, s.start+2*w-now, true
 	}
 	out.ResetAt = s.nextDrop(now, w, wp)
 }
@@ -117,7 +118,7 @@ func (c *SlidingCounter) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	s.cur, s.prev = s.cur-fromCur, s.prev-(n-fromCur)
 	*c = s
 	out := c.Peek(now, r, 1)
-	out.Life = c.Life(now, r)
+	out.Life, out.Changed = c.Life(now, r), true
 	return out, true
 }
 

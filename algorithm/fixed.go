@@ -53,10 +53,11 @@ func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 		out.RetryAfter = out.ResetAt - now
 		if record && f.started && f.start > now {
 			f.start, f.aligned = start, r.Window // a Take rewrites state from the future, admitted or not
+			out.Changed = true
 		}
 	case record:
 		f.set(start, count+n, f.alignedTo(start, r.Window))
-		out.Count, out.Life = f.count, out.ResetAt-now
+		out.Count, out.Life, out.Changed = f.count, out.ResetAt-now, true
 	}
 }
 
@@ -69,7 +70,7 @@ func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	}
 	f.set(start, count-n, f.alignedTo(start, r.Window))
 	out := f.Peek(now, r, 1)
-	out.Life = f.Life(now, r)
+	out.Life, out.Changed = f.Life(now, r), true
 	return out, true
 }
 

@@ -49,11 +49,12 @@ func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) 
 		out.RetryAfter = ceilDiv(level+n*r.Unit-capacity, r.Drain)
 		if record && b.at > now && b.level > 0 {
 			b.set(now, level, r) // a Take rewrites state from the future, admitted or not
+			out.Changed = true
 		}
 	} else if record {
 		level += n * r.Unit
 		b.set(now, level, r)
-		out.Life = ceilDiv(level, r.Drain)
+		out.Life, out.Changed = ceilDiv(level, r.Drain), true
 	}
 	out.Count, out.ResetAt = bucketCount(level, now, r)
 }
@@ -87,7 +88,7 @@ func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	}
 	b.set(now, max(level-n*r.Unit, 0), &r)
 	out := b.Peek(now, r, 1)
-	out.Life = b.Life(now, r)
+	out.Life, out.Changed = b.Life(now, r), true
 	return out, true
 }
 

@@ -40,9 +40,10 @@ func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
 
 func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
+	changed := false
 	if record {
-		l.retime(now)
-		l.prune(cutoff)
+		changed = l.retime(now)
+		changed = l.prune(cutoff) || changed
 	}
 	e := l.buf[l.head:]
 	first := firstAfter(e, cutoff) // a peek skips what a Take would prune
@@ -52,12 +53,13 @@ func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 	}
 	e = e[first:]
 	out.set(n <= r.Limit-count, count, now, 0, now, 0)
+	out.Changed = changed
 	if !out.Allowed {
 		out.RetryAfter = retryAfter(e, count+n-r.Limit, now, r.Window)
 	} else if record {
 		l.insert(now, n)
 		e = l.buf[l.head+first:]
-		out.Count, out.Life = out.Count+n, r.Window // the new entry is the newest
+		out.Count, out.Life, out.Changed = out.Count+n, r.Window, true // the new entry is the newest
 	}
 	if len(e) > 0 {
 		out.ResetAt = min(e[0].At, now) + r.Window
@@ -76,15 +78,19 @@ func retryAfter(e []Entry, k, now, window int64) int64 {
 	return window
 }
 
-// retime moves the entries later than now to now (see the package rules).
-func (l *Log) retime(now int64) {
+// retime moves the entries later than now to now (see the package rules),
+// and reports whether it moved any.
+func (l *Log) retime(now int64) bool {
+	moved := false
 	for i := len(l.buf) - 1; i >= l.head && l.buf[i].At > now; i-- {
-		l.buf[i].At = now
+		l.buf[i].At, moved = now, true
 	}
+	return moved
 }
 
-// prune drops the entries at or before cutoff.
-func (l *Log) prune(cutoff int64) {
+// prune drops the entries at or before cutoff, and reports whether it
+// dropped any.
+func (l *Log) prune(cutoff int64) bool {
 	e := l.buf[l.head:]
 	k := firstAfter(e, cutoff)
 	for _, x := range e[:k] {
@@ -94,6 +100,7 @@ func (l *Log) prune(cutoff int64) {
 	if l.head == len(l.buf) {
 		l.buf, l.head = l.buf[:0], 0
 	}
+	return k > 0
 }
 
 // firstAfter is the index of the first entry later than t.
@@ -139,7 +146,7 @@ func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 		l.buf, l.head = l.buf[:0], 0
 	}
 	out := l.Peek(now, r, 1)
-	out.Life = l.Life(now, r)
+	out.Life, out.Changed = l.Life(now, r), true
 	return out, true
 }
 

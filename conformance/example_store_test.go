@@ -85,7 +85,7 @@ const (
 	refund
 )
 
-// do loads req's state, decides o, and saves the state unless o is a peek.
+// do loads req's state, decides o, and saves the state if o changed it.
 func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Outcome{}, err
@@ -122,7 +122,10 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: a refund of more than is in use", backend.ErrInvalidCost)
 		}
 	default:
-		out = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future: saved all the same
+		out = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future, or prune a log
+	}
+	if !out.Changed { // the state saves to the bytes the row holds: no write
+		return backend.Outcome{Outcome: out}, nil
 	}
 	data, err := st.MarshalBinary()
 	if err != nil {
