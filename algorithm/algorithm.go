@@ -49,9 +49,15 @@
 //     request of cost n is admitted iff level + n*u <= burst*u. The count is
 //     ceil(level/u): the requests' worth of quota in use. A denial's
 //     RetryAfter is the time until the level is low enough; ResetAt is when
-//     the count next drops. A level written under another unit (the policy
-//     changed) is read as the same number of requests, at most a burst.
-//   - A peek decides as a Take of the same cost would and changes nothing.
+//     the count next drops. A level L written under another rate (unit u0,
+//     the policy changed) is read, as written, as ceil(L/u0) requests,
+//     rounded up to whole requests, at most the new burst: that many times
+//     the new u; it then drains at the new d from the time it was written.
+//     (Not ceil(L*u/u0) nor its floor: a level of 1.5 requests' worth is 2
+//     requests under the new rate, never 1.5.)
+//   - A peek decides as a Take of the same cost would and changes nothing:
+//     its Count is the quota in use now, without the peeked request (which
+//     is not recorded), and Allowed says whether a Take would admit it.
 //   - A refund of n gives back n of the quota in use, and is refused (false)
 //     beyond it: the Log drops the newest units, the windows lower the
 //     current count (the counter then the previous one), GCRA lowers the

@@ -24,7 +24,9 @@ func (b *Bucket) Peek(now int64, r Rate, n int64) (out Outcome) {
 	return out
 }
 
-// levelAt is the level at now, in r's units.
+// levelAt is the level at now, in r's units: a level written under another
+// rate counts as its requests' worth rounded up, at most a burst, in r's
+// unit, drained at r's rate since it was written (see the package rules).
 func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 	level := b.level
 	if level == 0 {
