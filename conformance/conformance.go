@@ -132,7 +132,11 @@ func Supports(algs ...backend.Algorithm) Option {
 // time: on a busy machine more real time passes between two of the kit's
 // steps than the kit moves its clock, and a store whose clock runs ahead
 // of the kit's drops state the kit still counts. The memory store's test
-// and the example store (example_store_test.go) show how.
+// and the example store (example_store_test.go) show how; a store that
+// keeps state by a server's TTL ages every TTL by what the kit's clock moved
+// less the real time that passed since the last call (the Redis and Valkey
+// stores' tests do, with one script over the keyspace of a server of their
+// own).
 type ExpireFunc func(t *testing.T, store backend.Store, elapsed time.Duration)
 
 // Expire is for a store that drops state by itself: the kit moves its clock,

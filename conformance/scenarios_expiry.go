@@ -33,22 +33,37 @@ func keepsWhatCounts(t *testing.T, e *env) {
 	mustNoError(t, err)
 	var times []int64
 	elapsed := time.Duration(0)
-	for step := 0; elapsed <= 3*time.Second; step++ {
+	takeAll := func() {
 		for i := int64(0); i <= rule.MaxCost(); i++ { // all it can, and one denial
 			req := backend.Request{Rule: rule, Key: "user", Cost: 1, Now: e.clock.Now().UnixMicro()}
 			got, err := s.Take(ctx, req)
 			mustNoError(t, err)
-			mustDecide(t, model.Take(req), got, "%v after %v: the state was dropped while it still counted (keep it for max(Outcome.Life, Rule.Retain) after each write)", p, elapsed)
+			mustDecide(t, model.Take(req), got, "%v after %v: the state was dropped while it still counted (keep it for max(Outcome.Life, Rule.Retain) after each write, and backend.KeepSlack more by a TTL)", p, elapsed)
 			if !got.Allowed {
 				break
 			}
 			times = append(times, req.Now)
 		}
-		e.clock.Advance(window / 2)
-		elapsed += window / 2
+	}
+	pass := func(d time.Duration) {
+		e.clock.Advance(d)
+		elapsed += d
 		if e.expire != nil {
 			e.expire(t, s.Store, elapsed)
 		}
 	}
+	for elapsed <= 3*time.Second {
+		takeAll()
+		pass(window / 2)
+	}
+	// Idle: no write refreshes the state while it still counts for 2 s (a
+	// GCRA bucket draining a burst; a window's state, for its retention).
+	// Kept for less (a TTL of the retention and a slack alone), a second
+	// burst gets through.
+	takeAll()
+	for idle := time.Duration(0); idle < 1500*time.Millisecond; idle += window / 2 {
+		pass(window / 2)
+	}
+	takeAll()
 	mustZero(t, OverAdmissions(times, p), "admissions beyond %v in %v", p, elapsed)
 }

@@ -42,6 +42,17 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(client(t)) })
 }
 
+// The expiry scenario with the server's TTLs on the kit's clock
+// (storetest.KitClockExpiry), independent of real time: on a server of the
+// test's own, whose every TTL the hook ages.
+func TestConformanceExpiresOnTheKitsClock(t *testing.T) {
+	c := newClient(t, testserver.Own(t, testserver.Redis).Addr)
+	conformance.RunStore(t, func(t *testing.T) backend.Store { return redis.New(c) },
+		conformance.Expire(storetest.KitClockExpiry(func(ctx context.Context, by time.Duration) error {
+			return c.Eval(ctx, storetest.AgeScript, nil, by.Milliseconds()).Err()
+		})))
+}
+
 // A real one-node Redis Cluster: a script touching keys of two slots fails
 // there with CROSSSLOT, so the whole suite passing proves the hash tags.
 func TestConformanceOnACluster(t *testing.T) {

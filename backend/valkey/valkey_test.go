@@ -2,6 +2,7 @@ package valkey_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,6 +36,17 @@ func newClient(t testing.TB, addr string) vk.Client {
 func TestConformance(t *testing.T) {
 	t.Logf("server: %s", testserver.Get(t, testserver.Valkey).Origin)
 	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(client(t)) })
+}
+
+// The expiry scenario with the server's TTLs on the kit's clock
+// (storetest.KitClockExpiry), independent of real time: on a server of the
+// test's own, whose every TTL the hook ages.
+func TestConformanceExpiresOnTheKitsClock(t *testing.T) {
+	c := newClient(t, testserver.Own(t, testserver.Valkey).Addr)
+	conformance.RunStore(t, func(t *testing.T) backend.Store { return valkey.New(c) },
+		conformance.Expire(storetest.KitClockExpiry(func(ctx context.Context, by time.Duration) error {
+			return c.Do(ctx, c.B().Eval().Script(storetest.AgeScript).Numkeys(0).Arg(strconv.FormatInt(by.Milliseconds(), 10)).Build()).Error()
+		})))
 }
 
 // On a real cluster, valkey-go panics on a command whose keys are in two
