@@ -69,6 +69,9 @@ func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o o
 // algorithm, on the record's concrete state, and reports whether it did:
 // false changes nothing (see Store.TakeTo).
 func (sh *shard) takeHeld(req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) bool {
+	// The three cases are written out: a generic helper calls TakeTo
+	// through its dictionary or a func value, and escape analysis then
+	// moves the caller's out to the heap (an allocation per decision).
 	rule := req.Rule
 	switch rule.Algorithm() {
 	case backend.GCRA:
