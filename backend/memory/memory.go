@@ -23,9 +23,9 @@
 // When a shard is full, a new key takes the place of an expired key if
 // there is one, else of the oldest key used only once (on probation), and
 // only when every key was used again since it arrived, of a key not used
-// since a CLOCK sweep last passed it (see shard.makeRoom). A flood of new keys
-// therefore cannot evict a key in active use while the shard holds keys
-// used once. A key evicted inside its window forgets its history
+// since a CLOCK sweep last passed it (see shard.makeRoom). A flood of new
+// keys therefore cannot evict a key in active use while the shard holds
+// keys used once. A key evicted inside its window forgets its history
 // (ActiveEvictions counts them); WithWhenFull(RefuseNewKeys) refuses the new
 // key with ErrFull instead, so that the Limiter's failure mode decides. Size
 // the bounds above what is active within one window.
@@ -142,7 +142,7 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outc
 //
 // A key already held under an O(1) algorithm, on the store's own clock, is
 // decided here (takeHeld): its lock is released by a deferred Unlock, with
-// no recover, which costs a decision about 7 ns (docs/figures.md). What
+// no recover, whose cost a decision would feel (docs/figures.md). What
 // runs there cannot panic but on a broken invariant: an index probe masked
 // to its slots, a ref the index handed out, and the algorithms' integer
 // arithmetic over a Rule's rate, whose divisors NewRule keeps at least 1.
