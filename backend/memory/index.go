@@ -59,6 +59,9 @@ func (x *index) remove(tag, ref uint32) {
 	mask := uint32(len(x.slots) - 1)
 	i := tag & mask
 	for x.slots[i].ref != ref {
+		if x.slots[i].ref == 0 { // not indexed: nothing to drop (no broken table spins under its lock)
+			return
+		}
 		i = (i + 1) & mask
 	}
 	for j := (i + 1) & mask; x.slots[j].ref != 0; j = (j + 1) & mask {

@@ -16,8 +16,7 @@ type shard struct {
 	fixed      table[algorithm.Fixed]
 	counter    table[algorithm.SlidingCounter]
 	gcra       table[algorithm.Bucket]
-	n          int // keys held, in all tables
-	capacity   int
+	capacity   int // keys, in all tables
 	entries    int // log entries held
 	maxEntries int
 	refuse     bool   // WhenFull is RefuseNewKeys
@@ -114,11 +113,8 @@ func (sh *shard) take(req *backend.Request, h uint64, now, storeNow int64, out *
 	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 }
 
-// decideIn is decide on t, the table of req's algorithm.
+// decideIn is decide's peek or refund on t, the table of req's algorithm.
 func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
-	if o == take {
-		return takeIn(sh, t, req, h, now, storeNow, out)
-	}
 	rule := req.Rule
 	ref, r := t.find(h, req.Key, rule.Scope())
 	if r == nil {
@@ -177,7 +173,6 @@ func enter[S any](sh *shard, t *table[S], req *backend.Request, h uint64, storeN
 		return 0, nil, err
 	}
 	ref, r = t.add(h, req.Key, req.Rule.Scope())
-	sh.n++
 	return ref, r, nil
 }
 
@@ -209,10 +204,10 @@ const (
 // table holding the most keys. An evicted key still inside its window is
 // counted; when the store refuses new keys, the new key is refused instead.
 func (sh *shard) makeRoom(now int64) error {
-	if sh.n < sh.capacity {
+	tables := sh.tables()
+	if sh.keyCount() < sh.capacity {
 		return nil
 	}
-	tables := sh.tables()
 	most := max(tables[0].len(), tables[1].len(), tables[2].len(), tables[3].len())
 	for c := idleProbation; c <= sweep; c++ {
 		for _, t := range tables {
@@ -254,7 +249,6 @@ func (sh *shard) shed(keep uint32, now int64) {
 // remove drops ref from t.
 func (sh *shard) remove(t keys, ref uint32) {
 	sh.entries -= t.drop(ref)
-	sh.n--
 }
 
 // sweep drops the shard's keys whose windows have all passed at now.
@@ -290,8 +284,13 @@ func panicked(r any) error {
 	return fmt.Errorf("ratelimit/memory: a decision panicked: %v: %w", r, backend.ErrStore)
 }
 
+// keyCount is the keys the shard holds, in all tables.
+func (sh *shard) keyCount() int {
+	return sh.log.len() + sh.fixed.len() + sh.counter.len() + sh.gcra.len()
+}
+
 func (sh *shard) len() int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.n
+	return sh.keyCount()
 }
