@@ -156,11 +156,8 @@ func (l *Limiter) Name() string { return l.name }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
-	if l.plain {
-		err = l.takePlain(ctx, key, 1, &d)
-		return d, err
-	}
-	return l.allowN(ctx, key, 1)
+	err = l.allowTo(ctx, key, 1, &d)
+	return d, err
 }
 
 // AllowN decides whether key may make n requests now, and records them if
@@ -169,11 +166,20 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 // records nothing. When the store fails, the failure mode answers
 // (WithFailOpen), or the error is returned, wrapping ErrStore.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d Decision, err error) {
+	err = l.allowTo(ctx, key, n, &d)
+	return d, err
+}
+
+// allowTo is AllowN writing the Decision into *d. Allow and AllowN are
+// small enough to be inlined, so *d is the caller's own variable: a
+// Decision is too large for registers, and returning it from a call that
+// is not inlined copies it twice more in the caller's frame.
+func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) (err error) {
 	if l.plain {
-		err = l.takePlain(ctx, key, n, &d)
-		return d, err
+		return l.takePlain(ctx, key, n, d)
 	}
-	return l.allowN(ctx, key, n)
+	*d, err = l.allowN(ctx, key, n)
+	return err
 }
 
 // takePlain is AllowN's hot path: an in-process store on its own clock,
