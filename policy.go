@@ -9,20 +9,21 @@ import (
 
 // Algorithm selects how a Policy counts requests (see the package
 // documentation for the model, and the README for a table to choose by).
-// The zero value is SlidingWindow.
-type Algorithm uint8
+// The zero value is SlidingWindow. It is the backend contract's own type,
+// so a ratelimit.Algorithm is a backend.Algorithm: nothing converts.
+type Algorithm = backend.Algorithm
 
 const (
 	// SlidingWindow keeps a log of the admitted requests, scored by time,
 	// and counts those in the last Window: exact, with no boundary burst.
 	// A request of cost n is one entry, so a key holds at most Limit
 	// entries; Limit is therefore bounded by MaxLogLimit.
-	SlidingWindow Algorithm = iota
+	SlidingWindow = backend.SlidingWindow
 	// FixedWindow counts requests in windows aligned to multiples of
 	// Window (since the Unix epoch); the count restarts at each boundary.
 	// One counter per key, but a client can get 2*Limit requests through
 	// in a short time around a boundary.
-	FixedWindow
+	FixedWindow = backend.FixedWindow
 	// SlidingWindowCounter keeps two fixed-window counts per key, the
 	// current and the previous window's, and weighs the previous one by
 	// how much of it the sliding window still covers, in thousandths: the
@@ -37,24 +38,19 @@ const (
 	// (about Limit + p*e/Window); never more than Limit in one aligned
 	// window, and under 2*Limit in any interval, reached only when a whole
 	// window's quota came at the very end of the previous one.
-	SlidingWindowCounter
+	SlidingWindowCounter = backend.SlidingWindowCounter
 	// GCRA is the generic cell rate algorithm, a token bucket without a
 	// refill loop: requests are spaced evenly at Limit per Window (one every
 	// Window/Limit), and up to Burst may come at once. O(1) memory: one
 	// value per key. In any interval of length t it admits at most Burst +
 	// t*Limit/Window requests; RetryAfter is exact.
-	GCRA
+	GCRA = backend.GCRA
 )
 
 // Algorithms returns every algorithm a Policy may name, in the order of
-// their values (a new slice each time).
-func Algorithms() []Algorithm {
-	return []Algorithm{SlidingWindow, FixedWindow, SlidingWindowCounter, GCRA}
-}
-
-// String returns "sliding", "fixed", "counter" or "gcra", the names the
-// backend contract gives them.
-func (a Algorithm) String() string { return backend.Algorithm(a).String() }
+// their values (a new slice each time). Their String is "sliding",
+// "fixed", "counter" and "gcra".
+func Algorithms() []Algorithm { return backend.Algorithms() }
 
 // Bounds of a Policy: every backend decides within them exactly (Lua
 // numbers are doubles, exact up to 2^53) and in bounded time and memory.
@@ -128,7 +124,7 @@ func TokenBucket(rate int, period time.Duration, burst int) Policy {
 // window not in [1ms, MaxWindow], a burst on a window algorithm, a GCRA
 // queue too long to compute exactly, an unknown algorithm.
 func (p Policy) Validate() error {
-	return backend.CheckPolicy(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst))
+	return backend.CheckPolicy(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst))
 }
 
 // MaxCost is the largest cost a request may have under p: Limit, or Burst
@@ -138,15 +134,6 @@ func (p Policy) MaxCost() int {
 		return p.Burst
 	}
 	return p.Limit
-}
-
-// checkCost reports, wrapping ErrInvalidCost, a cost n the policy can never
-// admit.
-func (p Policy) checkCost(n int) error {
-	if n < 1 || n > p.MaxCost() {
-		return fmt.Errorf("%w: n=%d, want 1 to %d", ErrInvalidCost, n, p.MaxCost())
-	}
-	return nil
 }
 
 // String formats p as "100 per 1m0s (sliding)", or "10 per 1s, burst 20

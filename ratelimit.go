@@ -117,7 +117,7 @@ func (l *Limiter) compile(p Policy) (*compiled, error) {
 	if p.Window > l.retention {
 		return nil, fmt.Errorf("%w: window %v is longer than the Limiter's retention %v, so history it should count may be gone: build the Limiter WithRetention", ErrInvalidPolicy, p.Window, l.retention)
 	}
-	rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), l.retention, l.prefix)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), l.retention, l.prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 )
@@ -63,7 +62,7 @@ func TestWaitAdmitsWaitersWithoutOverAdmitting(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			admitted = append(admitted, algorithm.Micros(d.At))
+			admitted = append(admitted, d.At.UnixMicro())
 			mu.Unlock()
 		}()
 	}

@@ -64,8 +64,6 @@
 //     level by n*u (to 0 at most).
 package algorithm
 
-import "time"
-
 // Outcome is a decision in microseconds, as a store computes it.
 type Outcome struct {
 	// Allowed, Count, ResetAt and RetryAfter are those of a
@@ -130,9 +128,6 @@ func ceilDiv(a, b int64) int64 {
 	}
 	return (a + b - 1) / b
 }
-
-// Micros is t in microseconds since the Unix epoch.
-func Micros(t time.Time) int64 { return t.UnixMicro() }
 
 // WindowStart is the start of the fixed window of length window holding now.
 func WindowStart(now, window int64) int64 {

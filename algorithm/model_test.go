@@ -16,7 +16,7 @@ import (
 // ruleOf is p compiled, as a Limiter compiles it.
 func ruleOf(t *testing.T, p ratelimit.Policy) *backend.Rule {
 	t.Helper()
-	r, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, "p:")
+	r, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, "p:")
 	require.NoError(t, err)
 	return r
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
-// Algorithm is the algorithm a Rule decides under. Its values are those of
-// ratelimit.Algorithm, as database/sql/driver.IsolationLevel's are
-// database/sql.IsolationLevel's: package ratelimit converts one to the other.
+// Algorithm is the algorithm a Rule decides under. ratelimit.Algorithm is
+// this type (an alias), as io/fs.FileMode is os.FileMode: one type, and its
+// constants are the same values under the same names.
 type Algorithm uint8
 
 // The algorithms; package algorithm has their rules.

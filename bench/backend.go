@@ -278,7 +278,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		return nil, false
 	}
 	ctx := context.Background()
-	sha, err := b.admin.ScriptLoad(ctx, script.For(backend.Algorithm(alg)).Text).Result() // the script a Take runs
+	sha, err := b.admin.ScriptLoad(ctx, script.For(alg).Text).Result() // the script a Take runs
 	if err != nil {
 		fmt.Fprintf(progress, "reference: SCRIPT LOAD: %v\n", err)
 		return nil, false
@@ -345,7 +345,7 @@ func lastLine(out []byte) string {
 // request is a request of cost 1 for key under prefix and p, as a Limiter
 // sends it (the policy compiled, kept for its window), on the server's clock.
 func request(prefix, key string, p ratelimit.Policy) backend.Request {
-	rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
 	if err != nil {
 		panic(err) // the bench's own policies, validated by its flags
 	}

@@ -10,7 +10,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -26,7 +25,7 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		b.Run(alg.String(), func(b *testing.B) {
-			sc := goredis.NewScript(script.For(backend.Algorithm(alg)).Text)
+			sc := goredis.NewScript(script.For(alg).Text)
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				b.Fatal(err)
 			}

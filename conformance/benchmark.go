@@ -44,7 +44,7 @@ func Benchmark(b *testing.B, store backend.Store, opts ...BenchmarkOption) {
 	for _, alg := range c.algorithms {
 		for _, par := range c.goroutines {
 			b.Run(alg.String()+"/parallel-"+strconv.Itoa(par), func(b *testing.B) {
-				l, err := ratelimit.New(store, ratelimit.NewPolicy(ratelimit.Algorithm(alg), 100, time.Second), ratelimit.WithTimeout(c.budget),
+				l, err := ratelimit.New(store, ratelimit.NewPolicy(alg, 100, time.Second), ratelimit.WithTimeout(c.budget),
 					ratelimit.WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 				if err != nil {
 					b.Fatal(err)

@@ -34,7 +34,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -94,7 +93,7 @@ func run(t *testing.T, newStore NewStore, scenarios []scenario, direct bool, opt
 		t.Run(alg.String(), func(t *testing.T) {
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) {
-					sc.run(t, &env{t: t, newStore: newStore, alg: ratelimit.Algorithm(alg), algorithms: algorithmsOf(c.algorithms), direct: direct, expire: c.expire})
+					sc.run(t, &env{t: t, newStore: newStore, alg: alg, algorithms: c.algorithms, direct: direct, expire: c.expire})
 				})
 			}
 		})
@@ -188,12 +187,4 @@ var limiterScenarios = []scenario{
 	{"Multi: a denial takes nothing from the other policies", multiDenialTakesNothing},
 	{"Multi: every answer is the model's, each policy observed once", multiAnswersAsTheModel},
 	{"a policy per key applies at once with the key's history", policyPerKey},
-}
-
-func algorithmsOf(algs []backend.Algorithm) []ratelimit.Algorithm {
-	out := make([]ratelimit.Algorithm, len(algs))
-	for i, a := range algs {
-		out[i] = ratelimit.Algorithm(a)
-	}
-	return out
 }

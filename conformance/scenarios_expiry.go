@@ -29,7 +29,7 @@ func keepsWhatCounts(t *testing.T, e *env) {
 	if e.alg == ratelimit.GCRA {
 		p = ratelimit.TokenBucket(1, window, 20)
 	}
-	rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, e.namespace())
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, e.namespace())
 	mustNoError(t, err)
 	var times []int64
 	elapsed := time.Duration(0)

@@ -64,7 +64,7 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 			return &shared{err: fmt.Errorf("guard: the local policy: %w", err)}
 		}
 		window := p.Window.Truncate(time.Microsecond)
-		local, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), window, int64(p.Burst),
+		local, err := backend.NewRule(p.Algorithm, int64(p.Limit), window, int64(p.Burst),
 			max(time.Duration(r.Retain())*time.Microsecond, window), r.Prefix())
 		if err != nil {
 			return &shared{err: fmt.Errorf("guard: the local policy: %w", err)}
@@ -76,7 +76,7 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 // policyOf is the policy rule was compiled from.
 func policyOf(r *backend.Rule) ratelimit.Policy {
 	return ratelimit.Policy{Limit: int(r.Limit()), Window: time.Duration(r.Window()) * time.Microsecond,
-		Algorithm: ratelimit.Algorithm(r.Algorithm()), Burst: int(r.Burst())}
+		Algorithm: r.Algorithm(), Burst: int(r.Burst())}
 }
 
 func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, cause error) error {

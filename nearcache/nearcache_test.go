@@ -66,7 +66,7 @@ func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
 		l, err := ratelimit.New(s, p, ratelimit.WithCallerClock(clock.Now))
 		require.NoError(t, err)
 		model, ctx := conformance.NewModel(), context.Background()
-		rule, err := backend.NewRule(backend.Algorithm(alg), int64(p.Limit), p.Window, int64(p.Burst), p.Window, ratelimit.DefaultPrefix)
+		rule, err := backend.NewRule(alg, int64(p.Limit), p.Window, int64(p.Burst), p.Window, ratelimit.DefaultPrefix)
 		require.NoError(t, err)
 		for i := 0; i < 3000; i++ {
 			clock.Advance(time.Millisecond)

@@ -49,7 +49,7 @@ func FuzzMatchesTheModel(f *testing.F) {
 			which := int(op/8) % len(limiters)
 			l := limiters[which]
 			p := l.Policy()
-			rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), time.Second, prefixes[which])
+			rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), time.Second, prefixes[which])
 			if err != nil {
 				t.Fatal(err)
 			}

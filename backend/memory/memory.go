@@ -43,7 +43,6 @@ import (
 	"time"
 	"unique"
 
-	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -117,7 +116,7 @@ func New(opts ...Option) (*Store, error) {
 // path), so a wall-clock step does not move windows.
 func (s *Store) micros() int64 {
 	if s.clock != nil {
-		return algorithm.Micros(s.clock())
+		return s.clock().UnixMicro()
 	}
 	return s.startMicros + int64(time.Since(s.start)/time.Microsecond)
 }

@@ -138,7 +138,7 @@ func TestKeysShareOneHashTag(t *testing.T) {
 			all := script.AllKeys(prefix, key)
 			for _, alg := range ratelimit.Algorithms() {
 				p := ratelimit.NewPolicy(alg, 1, time.Second)
-				rule, err := backend.NewRule(backend.Algorithm(alg), int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
+				rule, err := backend.NewRule(alg, int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
 				require.NoError(t, err)
 				keys := script.Keys(backend.Request{Rule: rule, Key: key, Cost: 1})
 				require.Subset(t, all, keys, "Reset deletes every key of the state")
@@ -309,7 +309,7 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 
 // ruleOf is p compiled for keys under prefix, as a Limiter compiles it.
 func ruleOf(t *testing.T, prefix string, p ratelimit.Policy) *backend.Rule {
-	rule, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
 	require.NoError(t, err)
 	return rule
 }

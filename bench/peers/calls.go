@@ -51,7 +51,7 @@ func callRows(rateSHA string) []callRow {
 		if alg == ratelimit.GCRA {
 			burst = callLimit
 		}
-		rule, err := backend.NewRule(backend.Algorithm(alg), callLimit, time.Second, burst, time.Second, "calls:ours:")
+		rule, err := backend.NewRule(alg, callLimit, time.Second, burst, time.Second, "calls:ours:")
 		if err != nil {
 			panic(err) // a constant policy
 		}
@@ -67,7 +67,7 @@ func callRows(rateSHA string) []callRow {
 			}
 			return w
 		}
-		sha, fn := script.For(backend.Algorithm(alg)).SHA1, script.Function(backend.Algorithm(alg))
+		sha, fn := script.For(alg).SHA1, script.Function(alg)
 		rows = append(rows,
 			callRow{name: "ratelimit " + alg.String() + " EVALSHA", cmd: "evalsha", words: func(i int) []any { return words([]any{"evalsha", sha}, i) }},
 			callRow{name: "ratelimit " + alg.String() + " FCALL", cmd: "fcall", words: func(i int) []any { return words([]any{"fcall", fn}, i) }})

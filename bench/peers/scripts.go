@@ -92,14 +92,14 @@ func loopScripts(rateText string) []loopScript {
 		if alg == ratelimit.GCRA {
 			burst = loopLimit
 		}
-		rule, err := backend.NewRule(backend.Algorithm(alg), loopLimit, loopWindow, burst, loopWindow, "ours:")
+		rule, err := backend.NewRule(alg, loopLimit, loopWindow, burst, loopWindow, "ours:")
 		if err != nil {
 			panic(err) // a constant policy
 		}
 		req := backend.Request{Rule: rule, Key: loopKey, Cost: 1}
-		top, body := script.FunctionParts(backend.Algorithm(alg))
+		top, body := script.FunctionParts(alg)
 		ls = append(ls,
-			loopScript{name: "ratelimit " + alg.String() + " (EVALSHA)", text: script.For(backend.Algorithm(alg)).Text,
+			loopScript{name: "ratelimit " + alg.String() + " (EVALSHA)", text: script.For(alg).Text,
 				keys: script.Keys(req), args: script.Args(req, script.Take)},
 			loopScript{name: "ratelimit " + alg.String() + " (FCALL)", top: top, text: body,
 				keys: script.Keys(req), args: script.Args(req, script.Take)})

@@ -68,10 +68,6 @@ var (
 		backend.GCRA:                 newLua(prelude + one + gcraBody),
 	}
 
-	// Decide and SHA1 are All's text and name, kept for callers that run
-	// one script for everything (tools, tests).
-	Decide, SHA1 = All.Text, All.SHA1
-
 	byName = func() map[string]string {
 		m := map[string]string{All.SHA1: All.Text}
 		for _, l := range ones {

@@ -109,7 +109,7 @@ var notDecisions = func() map[string]bool {
 		"info":     true, // the report's own
 		"function": true, // FUNCTION LOAD: once per server
 	}
-	for _, call := range scriptCall.FindAllStringSubmatch(script.Decide, -1) {
+	for _, call := range scriptCall.FindAllStringSubmatch(script.All.Text, -1) {
 		m[strings.ToLower(call[1])] = true
 	}
 	// A script's DEL heals a corrupt key, which the bench's fresh keys never

@@ -313,7 +313,7 @@ func (s *timeSpy) Take(ctx context.Context, req backend.Request) (backend.Outcom
 // ruleOf is p compiled for keys under prefix, kept for retain.
 func ruleOf(t testing.TB, prefix string, p ratelimit.Policy, retain time.Duration) *backend.Rule {
 	t.Helper()
-	r, err := backend.NewRule(backend.Algorithm(p.Algorithm), int64(p.Limit), p.Window, int64(p.Burst), max(retain, p.Window), prefix)
+	r, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(retain, p.Window), prefix)
 	require.NoError(t, err)
 	return r
 }
