@@ -1,57 +1,83 @@
-package ratelimit
+package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
-type ctxKey struct{}
+// blockingStore holds every Take until its context is done, and records
+// what that context said.
+type blockingStore struct {
+	failingStore
+	entered chan struct{}
+	value   chan any
+	err     chan error
+	cause   chan error
+}
 
-func TestTheBudgetContext(t *testing.T) {
-	l := &Limiter{timeout: 30 * time.Millisecond}
-	parent := context.WithValue(context.Background(), ctxKey{}, "trace-42")
-	began := time.Now()
-	ctx, cancel := l.budget(parent, began)
-	defer cancel()
+func newBlockingStore() *blockingStore {
+	return &blockingStore{entered: make(chan struct{}, 1), value: make(chan any, 1), err: make(chan error, 1), cause: make(chan error, 1)}
+}
 
-	deadline, ok := ctx.Deadline()
-	require.True(t, ok)
-	require.WithinDuration(t, began.Add(30*time.Millisecond), deadline, 5*time.Millisecond)
-	require.Equal(t, "trace-42", ctx.Value(ctxKey{}), "the caller's values are kept")
-	if err := ctx.Err(); time.Now().Before(deadline) { // unless the machine held this goroutine past it
-		require.NoError(t, err, "no error before the deadline")
-	}
-	// Done is closed by a timer set at most bucketSpan after the deadline:
-	// the bucket's end, checked rather than timed (a busy machine wakes the
-	// waiter as late as it pleases).
-	bucket := l.deadlines.current.Load()
-	require.Equal(t, (<-chan struct{})(bucket.done), ctx.Done())
-	require.False(t, bucket.end.Before(deadline), "the timer that closes Done fires no earlier than the deadline")
-	require.LessOrEqual(t, bucket.end.Sub(deadline), bucketSpan, "and at most bucketSpan after it")
+type traceKey struct{}
+
+func (s *blockingStore) Take(ctx context.Context, _ backend.Request) (backend.Outcome, error) {
+	s.entered <- struct{}{}
+	s.value <- ctx.Value(traceKey{})
 	<-ctx.Done()
-	require.False(t, time.Now().Before(deadline), "Done never closes before the deadline")
-	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	s.err <- ctx.Err()
+	s.cause <- context.Cause(ctx)
+	return backend.Outcome{}, ctx.Err()
+}
 
-	// Calls whose deadlines fall in one millisecond share one channel.
-	a, _ := l.budget(context.Background(), time.Now())
-	b, _ := l.budget(context.Background(), time.Now())
-	da, _ := a.Deadline()
-	db, _ := b.Deadline()
-	if db.Sub(da) < bucketSpan/2 {
-		require.Equal(t, a.Done(), b.Done())
-	}
+// The time budget is a standard context: a caller that goes away while the
+// store call is in flight ends it at once, and the caller's values reach
+// the store.
+func TestTheCallersCancellationReachesACallInFlight(t *testing.T) {
+	s := newBlockingStore()
+	l, err := ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Hour))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), traceKey{}, "trace-42"))
+	go func() {
+		<-s.entered
+		cancel()
+	}()
+	_, err = l.Allow(ctx, "k")
+	require.ErrorIs(t, err, context.Canceled, "an hour's budget, ended by the caller")
+	require.ErrorIs(t, err, ratelimit.ErrStore)
+	require.Equal(t, "trace-42", <-s.value, "the caller's values are kept")
+	require.ErrorIs(t, <-s.err, context.Canceled)
+	require.ErrorIs(t, <-s.cause, context.Canceled, "the caller's cause, not the budget's")
+}
 
-	// The caller's earlier deadline, or a context already done, is used as is.
-	early, cancelEarly := context.WithTimeout(context.Background(), time.Millisecond)
-	defer cancelEarly()
-	got, _ := l.budget(early, time.Now())
-	require.Equal(t, early, got)
-	gone, cancelGone := context.WithCancel(context.Background())
-	cancelGone()
-	got, _ = l.budget(gone, time.Now())
-	require.Equal(t, gone, got)
-	require.ErrorIs(t, got.Err(), context.Canceled)
+// A budget that runs out says so by its cause, which tells it from the
+// caller's own deadline.
+func TestABudgetThatRunsOutHasItsCause(t *testing.T) {
+	s := newBlockingStore()
+	l, err := ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Millisecond))
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, <-s.err, context.DeadlineExceeded)
+	require.ErrorIs(t, <-s.cause, backend.ErrBudget)
+
+	// The caller's own, earlier deadline: the caller's cause.
+	s = newBlockingStore()
+	l, err = ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Hour))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_, err = l.Allow(ctx, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	<-s.err
+	cause := <-s.cause
+	require.ErrorIs(t, cause, context.DeadlineExceeded)
+	require.False(t, errors.Is(cause, backend.ErrBudget), "the caller's deadline is not the budget")
 }

@@ -56,21 +56,6 @@ func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request, ob
 	return l.settle(ctx, c, req, true, observe, &out, err, began)
 }
 
-// budget is ctx bounded by the time budget from now (see budgetCtx), unless
-// it ends sooner already or is done.
-func (l *Limiter) budget(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
-	if l.timeout == 0 || ctx.Err() != nil {
-		return ctx, noCancel
-	}
-	deadline := now.Add(l.timeout)
-	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
-		return ctx, noCancel
-	}
-	return &budgetCtx{Context: ctx, deadline: deadline, done: l.deadlines.done(deadline)}, noCancel
-}
-
-func noCancel() {}
-
 // settle turns what the store said into what the caller gets: the failure
 // mode answers for a failed store, dry-run admits, and the observer sees it
 // all, if observe.

@@ -6,7 +6,6 @@ require (
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/redis/go-redis/v9 v9.18.0
-	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/stretchr/testify v1.10.0
 	github.com/valkey-io/valkey-go v1.0.69
 	go.uber.org/goleak v1.3.0

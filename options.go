@@ -44,9 +44,11 @@ func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o 
 // WithTimeout bounds every call to the store to d (default DefaultTimeout):
 // a call whose context has no earlier deadline gets one, so that a stalled
 // server costs each caller at most d, and the store's error (wrapping
-// context.DeadlineExceeded) goes to the failure mode. An earlier deadline of
-// the caller's is kept, and its values; a cancellation of the caller's that
-// comes while the store call is in flight is seen at the budget's end. A
+// context.DeadlineExceeded) goes to the failure mode. The budget is a
+// standard context over the caller's: an earlier deadline of the caller's is
+// kept, and its values, and a cancellation of the caller's ends a call in
+// flight at once. A budget that runs out has cause backend.ErrBudget
+// (context.Cause), which tells it from the caller's own deadline. A
 // store that decides in process (a backend.InProcessStore, such as the
 // memory store) gets no time budget: it has no I/O to wait on.
 // d must be positive.

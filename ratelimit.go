@@ -34,7 +34,6 @@ type Limiter struct {
 	policyFunc PolicyFunc
 	// rules are the PolicyFunc's policies, compiled once each.
 	rules *lru.Cache[Policy, *compiled]
-	deadlines
 }
 
 // compiled is a policy and its rule for the store: the policy's constants in

@@ -26,6 +26,12 @@ var (
 	// cancelled context...). A store may wrap it; the Limiter wraps every
 	// other error of a store with it.
 	ErrStore = errors.New("ratelimit: store failed")
+	// ErrBudget is the cause (context.Cause) of a store call's context
+	// whose deadline was the Limiter's time budget and has passed: the
+	// store did not answer in time, its failure. A caller that went away,
+	// or whose own deadline passed, gives its own cause instead; a layer
+	// over a store (guard) tells the two apart by it.
+	ErrBudget = errors.New("ratelimit: the time budget ran out")
 )
 
 // Unsupported is the error of a store asked to decide under an algorithm it

@@ -4,45 +4,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 )
 
 // BenchmarkBreaker measures what the breaker adds to a call while closed,
-// the hot path: github.com/sony/gobreaker's two-step breaker (a mutex, twice
-// per call), and this package's (an atomic load before the call and one
-// after). ./bench's BenchmarkValkeyGuarded shows the difference in front of
-// a network store.
+// the hot path (an atomic load before the call and one after).
+// bench/peers' BenchmarkBreaker sets it beside github.com/sony/gobreaker's,
+// and ./bench's BenchmarkValkeyGuarded in front of a network store.
 func BenchmarkBreaker(b *testing.B) {
-	b.Run("gobreaker", func(b *testing.B) {
-		cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{MaxRequests: 1})
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				done, err := cb.Allow()
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				done(nil)
+	br := &breaker{threshold: 5, coolDown: time.Second}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ok, probe := br.allow()
+			if !ok {
+				b.Error("open")
+				return
 			}
-		})
-	})
-	b.Run("this package's", func(b *testing.B) {
-		br := &breaker{threshold: 5, coolDown: time.Second}
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				ok, probe := br.allow()
-				if !ok {
-					b.Error("open")
-					return
-				}
-				br.done(probe, success)
-			}
-		})
+			br.done(probe, success)
+		}
 	})
 }
 

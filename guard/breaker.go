@@ -9,8 +9,8 @@ import (
 // breaker is the circuit breaker's state machine. While closed (the healthy
 // path) a call costs an atomic load before it and one after it; a mutex
 // guards only the transitions and the half-open probe. (github.com/sony/
-// gobreaker takes a mutex twice per call: BenchmarkBreaker measures both, and
-// the difference shows at a network store's full speed.)
+// gobreaker takes a mutex twice per call: bench/peers' BenchmarkBreaker
+// measures both, and the difference shows at a network store's full speed.)
 type breaker struct {
 	state     atomic.Uint32 // a State
 	failures  atomic.Int64  // failures in a row while closed

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -34,7 +33,7 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 
 // localRequest is req under the share its fallback decides by. A cost over
 // the share's MaxCost can never fit there: it is an error wrapping
-// ratelimit.ErrInvalidCost, which no failure mode admits, rather than a
+// backend.ErrInvalidCost, which no failure mode admits, rather than a
 // request the fallback's arithmetic was never meant to see.
 func (s *Store) localRequest(req backend.Request) (backend.Request, error) {
 	sh := s.shareOf(req.Rule)
@@ -43,7 +42,7 @@ func (s *Store) localRequest(req backend.Request) (backend.Request, error) {
 	}
 	if req.Cost > sh.rule.MaxCost() {
 		return req, fmt.Errorf("guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
-			ratelimit.ErrInvalidCost, req.Cost, sh.rule, req.Rule)
+			backend.ErrInvalidCost, req.Cost, sh.rule, req.Rule)
 	}
 	req.Rule = sh.rule
 	return req, nil
@@ -59,24 +58,14 @@ type shared struct {
 // shareOf is rule's share, compiled once per rule (kept with it).
 func (s *Store) shareOf(rule *backend.Rule) *shared {
 	return rule.Own(s, func(r *backend.Rule) any {
-		p := s.share(policyOf(r))
-		if err := p.Validate(); err != nil {
-			return &shared{err: fmt.Errorf("guard: the local policy: %w", err)}
-		}
-		window := p.Window.Truncate(time.Microsecond)
-		local, err := backend.NewRule(p.Algorithm, int64(p.Limit), window, int64(p.Burst),
-			max(time.Duration(r.Retain())*time.Microsecond, window), r.Prefix())
+		limit, burst := s.share(r.Limit(), r.Burst())
+		window, retain := time.Duration(r.Window())*time.Microsecond, time.Duration(r.Retain())*time.Microsecond
+		local, err := backend.NewRule(r.Algorithm(), limit, window, burst, retain, r.Prefix())
 		if err != nil {
-			return &shared{err: fmt.Errorf("guard: the local policy: %w", err)}
+			return &shared{err: fmt.Errorf("guard: the local share: %w", err)}
 		}
 		return &shared{rule: local}
 	}).(*shared)
-}
-
-// policyOf is the policy rule was compiled from.
-func policyOf(r *backend.Rule) ratelimit.Policy {
-	return ratelimit.Policy{Limit: int(r.Limit()), Window: time.Duration(r.Window()) * time.Microsecond,
-		Algorithm: r.Algorithm(), Burst: int(r.Burst())}
 }
 
 func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, cause error) error {

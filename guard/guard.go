@@ -16,13 +16,13 @@
 //     (backend/memory) decides under this instance's share of the policy:
 //     Limit/instances when the limit is shared by that many app instances,
 //     so that together they stay within about the global limit. Such a
-//     decision's Source is ratelimit.SourceFallback. Counts made locally are
+//     decision's Source is SourceFallback (package ratelimit). Counts made locally are
 //     not merged back into the primary when it returns: for up to one window
 //     after recovery a key may get its primary's remaining quota on top of
 //     what it used locally (at most its share more), and the primary keeps
 //     whatever it held before the outage.
 //   - Without a fallback, the call fails at once with an error wrapping
-//     ErrOpen (and ratelimit.ErrStore), and the Limiter's failure mode
+//     ErrOpen (and backend.ErrStore), and the Limiter's failure mode
 //     answers: fail closed (the error) or fail open (an admission).
 //
 // On a cluster (a primary that is a backend.ShardedStore, as the Redis and
@@ -35,7 +35,7 @@
 // A call whose caller went away (its context cancelled, or past a deadline
 // of its own) gets the context's error, and is neither a success nor a
 // failure of the primary. The Limiter's time budget is told apart from the
-// caller's own context by ratelimit.CallerContext: a budget that runs out
+// caller's own deadline by its cause, backend.ErrBudget: a budget that runs out
 // during the primary's call is the primary's failure, and one that ran out
 // before it (a budget shorter than the wait for the CPU) leaves the call to
 // the fallback, which answers whenever the primary could not. Reset goes to
@@ -49,7 +49,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -102,7 +101,7 @@ type config struct {
 	coolDown      time.Duration
 	fallback      backend.Store
 	instances     int
-	localPolicy   func(ratelimit.Policy) ratelimit.Policy
+	share         func(limit, burst int64) (int64, int64)
 	onStateChange func(name string, from, to State)
 	err           error
 }
@@ -126,19 +125,21 @@ func WithFallback(local backend.Store, instances int) Option {
 	return func(c *config) {
 		switch {
 		case local == nil:
-			c.err = errors.Join(c.err, fmt.Errorf("%w: nil fallback store", ratelimit.ErrInvalidArgument))
+			c.err = errors.Join(c.err, fmt.Errorf("%w: nil fallback store", backend.ErrInvalidArgument))
 		case instances < 1:
-			c.err = errors.Join(c.err, fmt.Errorf("%w: %d instances share the limit, want at least 1", ratelimit.ErrInvalidArgument, instances))
+			c.err = errors.Join(c.err, fmt.Errorf("%w: %d instances share the limit, want at least 1", backend.ErrInvalidArgument, instances))
 		}
 		c.fallback, c.instances = local, instances
 	}
 }
 
-// WithLocalPolicy replaces the share of WithFallback: the fallback decides
-// under local(p) for a request under p. A policy it returns that does not
-// validate makes the call fail with ratelimit.ErrInvalidPolicy.
-func WithLocalPolicy(local func(ratelimit.Policy) ratelimit.Policy) Option {
-	return func(c *config) { c.localPolicy = local }
+// WithLocalShare replaces the share of WithFallback: for a request under a
+// rule of limit and burst (burst 0 but for GCRA), the fallback decides under
+// the same algorithm and window with the limit and burst share returns. A
+// share out of bounds (see backend.CheckPolicy) makes the call fail with an
+// error wrapping backend.ErrInvalidPolicy.
+func WithLocalShare(share func(limit, burst int64) (localLimit, localBurst int64)) Option {
+	return func(c *config) { c.share = share }
 }
 
 // WithStateObserver calls f on every change of a breaker's state, with the
@@ -154,7 +155,7 @@ func WithStateObserver(f func(name string, from, to State)) Option {
 type Store struct {
 	primary  backend.Store
 	fallback backend.Store
-	share    func(ratelimit.Policy) ratelimit.Policy
+	share    func(limit, burst int64) (int64, int64)
 	// breaker watches the whole primary; on a cluster (a
 	// backend.ShardedStore) it stands for the keys whose node the store
 	// cannot name, and nodes has a breaker for each node it names.
@@ -173,23 +174,22 @@ func New(primary backend.Store, opts ...Option) (*Store, error) {
 	case c.err != nil:
 		return nil, c.err
 	case primary == nil:
-		return nil, fmt.Errorf("%w: nil primary store", ratelimit.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil primary store", backend.ErrInvalidArgument)
 	case c.failures < 1:
-		return nil, fmt.Errorf("%w: %d failures open the breaker, want at least 1", ratelimit.ErrInvalidArgument, c.failures)
+		return nil, fmt.Errorf("%w: %d failures open the breaker, want at least 1", backend.ErrInvalidArgument, c.failures)
 	case c.coolDown <= 0:
-		return nil, fmt.Errorf("%w: cool-down %v is not positive", ratelimit.ErrInvalidArgument, c.coolDown)
-	case c.localPolicy != nil && c.fallback == nil:
-		return nil, fmt.Errorf("%w: a local policy without a fallback store", ratelimit.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: cool-down %v is not positive", backend.ErrInvalidArgument, c.coolDown)
+	case c.share != nil && c.fallback == nil:
+		return nil, fmt.Errorf("%w: a local share without a fallback store", backend.ErrInvalidArgument)
 	}
-	s := &Store{primary: primary, fallback: c.fallback, share: c.localPolicy}
+	s := &Store{primary: primary, fallback: c.fallback, share: c.share}
 	if s.share == nil {
-		instances := c.instances
-		s.share = func(p ratelimit.Policy) ratelimit.Policy {
-			p.Limit = max(1, p.Limit/instances)
-			if p.Burst > 0 {
-				p.Burst = max(1, p.Burst/instances)
+		instances := int64(c.instances)
+		s.share = func(limit, burst int64) (int64, int64) {
+			if burst > 0 {
+				burst = max(1, burst/instances)
 			}
-			return p
+			return max(1, limit/instances), burst
 		}
 	}
 	s.breaker = &breaker{threshold: int64(c.failures), coolDown: c.coolDown, name: c.name, onChange: c.onStateChange}
@@ -212,7 +212,7 @@ func judge(ctx context.Context, err error) outcome {
 // refund of more than is in use, input it refuses, a call the store does
 // not support.
 func answered(err error) bool {
-	return errors.Is(err, ratelimit.ErrInvalidCost) || errors.Is(err, ratelimit.ErrInvalidArgument) ||
+	return errors.Is(err, backend.ErrInvalidCost) || errors.Is(err, backend.ErrInvalidArgument) ||
 		errors.Is(err, errors.ErrUnsupported)
 }
 
@@ -297,12 +297,12 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 		// The Limiter's budget ran out before the primary was asked: it
 		// could not answer in time, and the fallback answers. The breaker
 		// hears nothing: the primary was not tried.
-		return s.local(ctx, req, do, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
+		return s.local(ctx, req, do, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	b := s.breakerFor(req.Rule.Prefix(), req.Key)
 	ok, probe := b.allow()
 	if !ok {
-		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
+		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
 	d, err := do(s.primary, ctx, req)
 	b.done(probe, judge(ctx, err))
@@ -318,7 +318,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 // cannot.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	if len(outs) != len(reqs) {
-		return fmt.Errorf("guard: %w: %d outcomes for %d requests", ratelimit.ErrInvalidArgument, len(outs), len(reqs))
+		return fmt.Errorf("guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
@@ -329,7 +329,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		if callerDone(ctx) {
 			return err
 		}
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", ratelimit.ErrStore, err))
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	b := s.breakerFor(reqs[0].Rule.Prefix(), reqs[0].Key) // one node decides them together, or none
 	primary, ok := s.primary.(backend.MultiStore)
@@ -338,7 +338,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	}
 	allowed, probe := b.allow()
 	if !allowed {
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore))
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
 	if !ok {
 		b.done(probe, excluded) // not a probe after all
@@ -366,7 +366,7 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	b := s.breakerFor(prefix, key)
 	ok, probe := b.allow()
 	if !ok {
-		return errors.Join(fmt.Errorf("%w: %w", ErrOpen, ratelimit.ErrStore), local)
+		return errors.Join(fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore), local)
 	}
 	err := s.primary.Reset(ctx, prefix, key)
 	b.done(probe, judge(ctx, err))
@@ -381,7 +381,7 @@ func callerGone(ctx context.Context, err error) bool {
 
 // callerDone reports a context whose caller's own part is done (cancelled,
 // or past a deadline of the caller's), as opposed to a Limiter's time
-// budget that ran out (see ratelimit.CallerContext).
+// budget that ran out (its cause is backend.ErrBudget).
 func callerDone(ctx context.Context) bool {
-	return ratelimit.CallerContext(ctx).Err() != nil
+	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), backend.ErrBudget)
 }

@@ -219,13 +219,13 @@ func TestMultiThroughTheGuard(t *testing.T) {
 func TestBadConfigurationIsRefused(t *testing.T) {
 	m := newMemory(t)
 	for name, opts := range map[string][]guard.Option{
-		"nil fallback":           {guard.WithFallback(nil, 2)},
-		"no instances":           {guard.WithFallback(m, 0)},
-		"negative instances":     {guard.WithFallback(m, -1)},
-		"no failures":            {guard.WithFailures(0)},
-		"no cool-down":           {guard.WithCoolDown(0)},
-		"negative cool-down":     {guard.WithCoolDown(-time.Second)},
-		"local policy, no store": {guard.WithLocalPolicy(func(p ratelimit.Policy) ratelimit.Policy { return p })},
+		"nil fallback":          {guard.WithFallback(nil, 2)},
+		"no instances":          {guard.WithFallback(m, 0)},
+		"negative instances":    {guard.WithFallback(m, -1)},
+		"no failures":           {guard.WithFailures(0)},
+		"no cool-down":          {guard.WithCoolDown(0)},
+		"negative cool-down":    {guard.WithCoolDown(-time.Second)},
+		"local share, no store": {guard.WithLocalShare(func(limit, burst int64) (int64, int64) { return limit, burst })},
 	} {
 		_, err := guard.New(m, opts...)
 		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, name)
@@ -233,13 +233,33 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 	_, err := guard.New(nil)
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil primary")
 
-	// A local policy that does not validate fails the call, and changes nothing.
+	// A local share out of bounds fails the call, and changes nothing.
 	primary := &flaky{MultiStore: m}
 	primary.down.Store(true)
 	s, err := guard.New(primary, guard.WithFallback(newMemory(t), 1),
-		guard.WithLocalPolicy(func(p ratelimit.Policy) ratelimit.Policy { p.Limit = 0; return p }))
+		guard.WithLocalShare(func(limit, burst int64) (int64, int64) { return 0, burst }))
 	require.NoError(t, err)
 	l, _ := ratelimit.New(s, ratelimit.PerMinute(5))
 	_, err = l.Allow(context.Background(), "k")
 	require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy)
+}
+
+// WithLocalShare sets the limit and burst the fallback decides by, from the
+// rule's.
+func TestTheLocalShareDecidesWhileThePrimaryIsDown(t *testing.T) {
+	primary := &flaky{MultiStore: newMemory(t)}
+	primary.down.Store(true)
+	s, err := guard.New(primary, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1),
+		guard.WithLocalShare(func(limit, burst int64) (int64, int64) { return limit - 3, burst }))
+	require.NoError(t, err)
+	l, err := ratelimit.New(s, ratelimit.PerMinute(5))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range 3 {
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, i < 2, d.Allowed, "request %d under a local limit of 5-3", i+1)
+		require.Equal(t, ratelimit.SourceFallback, d.Source)
+		require.Equal(t, 2, d.Limit)
+	}
 }

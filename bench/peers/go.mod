@@ -9,6 +9,7 @@ require (
 	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.18.0
 	github.com/sethvargo/go-limiter v0.7.1
+	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/stretchr/testify v1.10.0
 	github.com/ulule/limiter/v3 v3.11.2
 	github.com/valkey-io/valkey-go v1.0.69
