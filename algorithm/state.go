@@ -41,7 +41,7 @@ import (
 // elsewhere or by a botched migration: a store that meets ErrBadState
 // decides on a fresh state (the zero value) and saves that, so the row
 // heals on its next write and never admits more than a fresh key would.
-var ErrBadState = errors.New("algorithm: bad state")
+var ErrBadState = errors.New("ratelimit/algorithm: bad state")
 
 // MaxStored bounds every number a saved state holds: each time, count,
 // level, unit, drain and cost is an integer in [0, MaxStored] (a cost at

@@ -37,7 +37,7 @@ type target struct {
 	cluster bool
 	// acked is a store on the same client whose writes wait for n
 	// replicas' acknowledgement (WithReplicaAck); nil for memory.
-	acked func(n int) backend.Store
+	acked func(n int) (backend.Store, error)
 }
 
 // ackTimeout is how long the -replicas runs wait for the replicas.
@@ -45,10 +45,14 @@ const ackTimeout = 50 * time.Millisecond
 
 // withAck is b with its writes acknowledged by n replicas, on the same
 // client and server.
-func (b *target) withAck(n int) *target {
+func (b *target) withAck(n int) (*target, error) {
+	store, err := b.acked(n)
+	if err != nil {
+		return nil, err
+	}
 	ab := *b
-	ab.name, ab.store, ab.close = fmt.Sprintf("%s+ack%d", b.name, n), b.acked(n), func() {}
-	return &ab
+	ab.name, ab.store, ab.close = fmt.Sprintf("%s+ack%d", b.name, n), store, func() {}
+	return &ab, nil
 }
 
 // valkeyFlushDelay lets valkey-go gather the commands of concurrent callers
@@ -118,33 +122,34 @@ func openBackend(name, addr string, srvs *servers) (*target, error) {
 	case client == "redis" && cluster:
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true,
 			MinRetryBackoff: -1, MaxRetryBackoff: -1})
-		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
-		b.acked = func(n int) backend.Store {
-			return redis.New(c, redis.WithReplicaAck(n, ackTimeout))
-		}
+		closers = append(closers, func() { _ = c.Close() })
+		b.acked = func(n int) (backend.Store, error) { return redis.New(c, redis.WithReplicaAck(n, ackTimeout)) }
+		b.store, err = redis.New(c)
 	case client == "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
-		b.store, closers = redis.New(c), append(closers, func() { _ = c.Close() })
-		b.acked = func(n int) backend.Store {
-			return redis.New(c, redis.WithReplicaAck(n, ackTimeout))
-		}
+		closers = append(closers, func() { _ = c.Close() })
+		b.acked = func(n int) (backend.Store, error) { return redis.New(c, redis.WithReplicaAck(n, ackTimeout)) }
+		b.store, err = redis.New(c)
 	case client == "valkey":
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
-		if err != nil {
+		c, cerr := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
+		if cerr != nil {
 			b.close()
-			return nil, fmt.Errorf("valkey client for %s: %w", addr, err)
+			return nil, fmt.Errorf("valkey client for %s: %w", addr, cerr)
 		}
-		b.store, closers = valkey.New(c), append(closers, c.Close)
-		b.acked = func(n int) backend.Store {
-			return valkey.New(c, valkey.WithReplicaAck(n, ackTimeout))
-		}
+		closers = append(closers, c.Close)
+		b.acked = func(n int) (backend.Store, error) { return valkey.New(c, valkey.WithReplicaAck(n, ackTimeout)) }
+		b.store, err = valkey.New(c)
+	}
+	if err != nil {
+		b.close()
+		return nil, err
 	}
 	return b, nil
 }
 
 // cached is b behind a nearcache of denials, sharing its server.
 func (b *target) cached() (*target, error) {
-	c, err := nearcache.New(b.store, 0)
+	c, err := nearcache.New(b.store)
 	if err != nil {
 		return nil, err
 	}

@@ -30,10 +30,14 @@ func BenchmarkRedis(b *testing.B) {
 	srv := testserver.Get(b, testserver.Redis)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
 	defer c.Close()
-	conformance.Benchmark(b, redis.New(c))
+	s, err := redis.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conformance.Benchmark(b, s)
 }
 
-func BenchmarkValkey(b *testing.B) { conformance.Benchmark(b, valkey.New(valkeyClient(b))) }
+func BenchmarkValkey(b *testing.B) { conformance.Benchmark(b, valkeyStore(b)) }
 
 // valkeyClient is a client of the package's Valkey test server, as the
 // bench builds it, closed after b.
@@ -56,9 +60,18 @@ func BenchmarkValkeyGuarded(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer local.Close()
-	g, err := guard.New(valkey.New(valkeyClient(b)), guard.WithFallback(local, 1))
+	g, err := guard.New(valkeyStore(b), guard.WithFallback(local, 1))
 	if err != nil {
 		b.Fatal(err)
 	}
 	conformance.Benchmark(b, g)
+}
+
+// valkeyStore is a store on valkeyClient(b).
+func valkeyStore(b *testing.B) *valkey.Store {
+	s, err := valkey.New(valkeyClient(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

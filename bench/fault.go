@@ -132,24 +132,28 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 		faulted, addrs = srv, []string{srv.Addr}
 	}
 	var store backend.Store
+	var err error
 	switch name {
 	case "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
 		defer c.Close()
-		store = redis.New(c)
+		store, err = redis.New(c)
 	case "redis-cluster":
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: cfg.concurrency, ContextTimeoutEnabled: true})
 		defer c.Close()
-		store = redis.New(c)
+		store, err = redis.New(c)
 	case "valkey", "valkey-cluster":
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
-		if err != nil {
-			return nil, err
+		c, cerr := vk.NewClient(vk.ClientOption{InitAddress: addrs, DisableCache: true, MaxFlushDelay: valkeyFlushDelay})
+		if cerr != nil {
+			return nil, cerr
 		}
 		defer c.Close()
-		store = valkey.New(c)
+		store, err = valkey.New(c)
 	default:
 		return nil, fmt.Errorf("no fault run for %q", name)
+	}
+	if err != nil {
+		return nil, err
 	}
 	prefix := "bench:fault:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	// healthy says whether key lives on a master that is not faulted, and

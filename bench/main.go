@@ -220,7 +220,11 @@ func run(cfg config, stdout, progress io.Writer) error {
 				rows = append(rows, res)
 			}
 			if cfg.replicas > 0 && b.acked != nil {
-				res, err := measure(cfg, b.withAck(cfg.replicas), alg, progress)
+				ab, err := b.withAck(cfg.replicas)
+				var res result
+				if err == nil {
+					res, err = measure(cfg, ab, alg, progress)
+				}
 				if err != nil {
 					b.close()
 					return fmt.Errorf("%s+ack%d %v: %w", name, cfg.replicas, alg, err)

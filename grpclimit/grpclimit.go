@@ -53,7 +53,7 @@ import (
 // ErrNoKey: a KeyFunc found nothing to limit the call by (no such metadata,
 // no peer address...). By default such a call fails with
 // codes.InvalidArgument.
-var ErrNoKey = errors.New("grpclimit: no key for the call")
+var ErrNoKey = errors.New("ratelimit/grpclimit: no key for the call")
 
 // KeyFunc picks the key a Rule limits a call by, from its context (which
 // holds its metadata and peer) and its full method name

@@ -25,7 +25,7 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 	// fallback decides in process.
 	d, err := do(s.fallback, context.WithoutCancel(ctx), req)
 	if err != nil {
-		return backend.Outcome{}, fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
+		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: the fallback failed: %w (the primary: %w)", err, cause)
 	}
 	d.Fallback = req.Rule
 	return d, nil
@@ -41,7 +41,7 @@ func (s *Store) localRequest(req backend.Request) (backend.Request, error) {
 		return req, sh.err
 	}
 	if req.Cost > sh.rule.MaxCost() {
-		return req, fmt.Errorf("guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
+		return req, fmt.Errorf("ratelimit/guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
 			backend.ErrInvalidCost, req.Cost, sh.rule, req.Rule)
 	}
 	req.Rule = sh.rule
@@ -62,7 +62,7 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 		window, retain := time.Duration(r.Window())*time.Microsecond, time.Duration(r.Retain())*time.Microsecond
 		local, err := backend.NewRule(r.Algorithm(), limit, window, burst, retain, r.Prefix())
 		if err != nil {
-			return &shared{err: fmt.Errorf("guard: the local share: %w", err)}
+			return &shared{err: fmt.Errorf("ratelimit/guard: the local share: %w", err)}
 		}
 		return &shared{rule: local}
 	}).(*shared)
@@ -74,7 +74,7 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 		if s.fallback == nil {
 			return cause
 		}
-		return fmt.Errorf("guard: the fallback cannot decide several requests together: %w", errors.ErrUnsupported)
+		return fmt.Errorf("ratelimit/guard: the fallback cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	shared := make([]backend.Request, len(reqs))
 	for i, req := range reqs {
@@ -84,7 +84,7 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 		}
 	}
 	if err := local.TakeAll(context.WithoutCancel(ctx), shared, outs); err != nil {
-		return fmt.Errorf("guard: the fallback failed: %w (the primary: %w)", err, cause)
+		return fmt.Errorf("ratelimit/guard: the fallback failed: %w (the primary: %w)", err, cause)
 	}
 	for i := range outs {
 		outs[i].Fallback = shared[i].Rule

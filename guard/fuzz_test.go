@@ -50,7 +50,7 @@ func layers(t *testing.T, ops []byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		near, err := nearcache.New(g, 4)
+		near, err := nearcache.New(g, nearcache.WithSize(4))
 		if err != nil {
 			t.Fatal(err)
 		}

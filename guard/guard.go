@@ -54,7 +54,7 @@ import (
 
 // ErrOpen is wrapped by the errors of calls that the open breaker kept from
 // the primary when there is no fallback to answer them.
-var ErrOpen = errors.New("guard: circuit breaker open")
+var ErrOpen = errors.New("ratelimit/guard: circuit breaker open")
 
 // Defaults of the breaker.
 const (
@@ -279,7 +279,7 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 func refund(st backend.Store, ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	rs, ok := st.(backend.RefundStore)
 	if !ok {
-		return backend.Outcome{}, fmt.Errorf("guard: %T cannot refund: %w", st, errors.ErrUnsupported)
+		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %T cannot refund: %w", st, errors.ErrUnsupported)
 	}
 	return rs.Refund(ctx, req)
 }
@@ -288,7 +288,7 @@ type call func(backend.Store, context.Context, backend.Request) (backend.Outcome
 
 func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backend.Outcome, error) {
 	if err := req.Validate(); err != nil { // bad input: no call, so neither a success nor a failure
-		return backend.Outcome{}, fmt.Errorf("guard: %w", err)
+		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		if callerDone(ctx) { // the caller went away, or its own deadline passed
@@ -297,7 +297,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 		// The Limiter's budget ran out before the primary was asked: it
 		// could not answer in time, and the fallback answers. The breaker
 		// hears nothing: the primary was not tried.
-		return s.local(ctx, req, do, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
+		return s.local(ctx, req, do, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	b := s.breakerFor(req.Rule.Prefix(), req.Key)
 	ok, probe := b.allow()
@@ -318,23 +318,23 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 // cannot.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	if len(outs) != len(reqs) {
-		return fmt.Errorf("guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
 	for i := range reqs {
 		if err := reqs[i].Validate(); err != nil {
-			return fmt.Errorf("guard: %w", err)
+			return fmt.Errorf("ratelimit/guard: %w", err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		if callerDone(ctx) {
 			return err
 		}
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	b := s.breakerFor(reqs[0].Rule.Prefix(), reqs[0].Key) // one node decides them together, or none
 	primary, ok := s.primary.(backend.MultiStore)
 	if !ok && State(b.state.Load()) == Closed {
-		return fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
+		return fmt.Errorf("ratelimit/guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	allowed, probe := b.allow()
 	if !allowed {
@@ -342,7 +342,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	}
 	if !ok {
 		b.done(probe, excluded) // not a probe after all
-		return fmt.Errorf("guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
+		return fmt.Errorf("ratelimit/guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	err := primary.TakeAll(ctx, reqs, outs)
 	b.done(probe, judge(ctx, err))

@@ -9,10 +9,15 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// RemoteIP keys a request by its client's address: ClientIP with these
-// trusted proxies and the default prefixes (IPv6 by /64).
-func RemoteIP(trustedProxies ...netip.Prefix) KeyFunc {
-	f, _ := ClientIP(TrustProxies(trustedProxies...)) // the defaults are valid
+// RemoteIP keys a request by its connection's peer address, for a server
+// that clients reach directly: ClientIP with no trusted proxy and the
+// default prefixes (IPv6 by /64), which cannot be misconfigured. Behind a
+// proxy, use ClientIP(TrustProxies(...)).
+func RemoteIP() KeyFunc {
+	f, err := ClientIP()
+	if err != nil { // unreachable: the defaults are valid
+		return func(*http.Request) (string, error) { return "", err }
+	}
 	return f
 }
 
@@ -29,8 +34,17 @@ type ipConfig struct {
 // TrustProxies names the proxies whose forwarding headers are believed: the
 // client is the nearest address, read from the right, that is not one of
 // them. With none, the headers are ignored (a client can write anything).
+// A prefix that is not valid (the zero Prefix) is an error wrapping
+// ratelimit.ErrInvalidArgument.
 func TrustProxies(prefixes ...netip.Prefix) IPOption {
-	return func(c *ipConfig) { c.trusted = append(c.trusted, prefixes...) }
+	return func(c *ipConfig) {
+		for _, p := range prefixes {
+			if !p.IsValid() {
+				c.badPrefix = fmt.Errorf("%w: trusted proxy prefix %v is not valid", ratelimit.ErrInvalidArgument, p)
+			}
+		}
+		c.trusted = append(c.trusted, prefixes...)
+	}
 }
 
 // IPv6Prefix groups IPv6 clients by their first bits bits (default 64): one
@@ -57,12 +71,15 @@ func UseForwarded() IPOption { return func(c *ipConfig) { c.forwarded = true } }
 // bucket. An IPv4-mapped IPv6 address is IPv4. IPv6 addresses are grouped
 // by prefix (IPv6Prefix, default /64) and the key is the prefix
 // ("2001:db8:1:2::/64"); an IPv4 address is its own key unless IPv4Prefix
-// says otherwise. A prefix length out of range is an error wrapping
-// ratelimit.ErrInvalidArgument.
+// says otherwise. A prefix length out of range, or a trusted prefix that is
+// not valid, is an error wrapping ratelimit.ErrInvalidArgument.
 func ClientIP(opts ...IPOption) (KeyFunc, error) {
 	c := ipConfig{v4: 32, v6: 64}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.badPrefix != nil {
+		return nil, fmt.Errorf("ratelimit/httplimit: %w", c.badPrefix)
 	}
 	if c.v4 < 1 || c.v4 > 32 || c.v6 < 1 || c.v6 > 128 {
 		return nil, fmt.Errorf("%w: IPv4 prefix /%d, IPv6 prefix /%d: want 1-32 and 1-128", ratelimit.ErrInvalidArgument, c.v4, c.v6)

@@ -45,7 +45,7 @@ import (
 
 // ErrNoKey: a KeyFunc found nothing to limit the request by (no such
 // header, no user in the context...). By default such a request gets 400.
-var ErrNoKey = errors.New("httplimit: no key for the request")
+var ErrNoKey = errors.New("ratelimit/httplimit: no key for the request")
 
 // KeyFunc picks the key a Rule limits a request by.
 type KeyFunc func(r *http.Request) (string, error)

@@ -195,7 +195,9 @@ func deadStore(t *testing.T) backend.Store {
 	ln.Close()
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
-	return redis.New(c)
+	s, err := redis.New(c)
+	require.NoError(t, err)
+	return s
 }
 
 func TestFailsClosedOrOpenAsTheLimiterSays(t *testing.T) {
@@ -247,8 +249,15 @@ func TestRemoteIPTrustsOnlyConfiguredProxies(t *testing.T) {
 		if tc.xff != "" {
 			r.Header.Set("X-Forwarded-For", tc.xff)
 		}
-		got, err := httplimit.RemoteIP(tc.trusted...)(r)
+		key, err := httplimit.ClientIP(httplimit.TrustProxies(tc.trusted...))
 		require.NoError(t, err, tc.name)
+		got, err := key(r)
+		require.NoError(t, err, tc.name)
+		if len(tc.trusted) == 0 {
+			got2, err := httplimit.RemoteIP()(r)
+			require.NoError(t, err, tc.name)
+			require.Equal(t, got, got2, "RemoteIP is ClientIP with no proxy")
+		}
 		require.Equal(t, tc.want, got, tc.name)
 	}
 }
@@ -317,7 +326,8 @@ func TestClientIPGroupsIPv6ByPrefix(t *testing.T) {
 	require.Equal(t, "203.0.113.7", at(def, "203.0.113.7:80"), "IPv4 keeps /32")
 	require.Equal(t, "203.0.113.0/24", at(key(httplimit.IPv4Prefix(24)), "203.0.113.7:80"))
 	require.Equal(t, "203.0.113.9", at(def, "[::ffff:203.0.113.9]:80"), "IPv4-mapped IPv6 is IPv4")
-	for _, bad := range []httplimit.IPOption{httplimit.IPv6Prefix(0), httplimit.IPv6Prefix(129), httplimit.IPv4Prefix(33), httplimit.IPv4Prefix(-1)} {
+	for _, bad := range []httplimit.IPOption{httplimit.IPv6Prefix(0), httplimit.IPv6Prefix(129), httplimit.IPv4Prefix(33), httplimit.IPv4Prefix(-1),
+		httplimit.TrustProxies(netip.Prefix{})} { // a zero prefix once trusted nothing, silently
 		_, err := httplimit.ClientIP(bad)
 		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
 	}

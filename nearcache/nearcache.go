@@ -42,7 +42,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
-// DefaultSize is the number of keys a cache holds unless New is told
+// DefaultSize is the number of keys a cache holds unless WithSize says
 // otherwise: about 200 bytes each.
 const DefaultSize = 10_000
 
@@ -109,21 +109,30 @@ type denial struct {
 	sent  time.Time
 }
 
-// New returns a Store over next caching at most size denials (DefaultSize
-// when size is 0).
-func New(next backend.Store, size int) (*Store, error) {
+// Option configures a Store.
+type Option func(*config)
+
+type config struct{ size int }
+
+// WithSize bounds the denials cached (default DefaultSize); at least 1.
+func WithSize(n int) Option { return func(c *config) { c.size = n } }
+
+// New returns a Store over next caching denials. A nil store, or an option
+// out of its bounds, is an error wrapping backend.ErrInvalidArgument.
+func New(next backend.Store, opts ...Option) (*Store, error) {
 	if next == nil {
-		return nil, fmt.Errorf("%w: nil store", backend.ErrInvalidArgument)
+		return nil, fmt.Errorf("ratelimit/nearcache: %w: nil store", backend.ErrInvalidArgument)
 	}
-	if size == 0 {
-		size = DefaultSize
+	c := config{size: DefaultSize}
+	for _, o := range opts {
+		o(&c)
 	}
-	if size < 0 {
-		return nil, fmt.Errorf("%w: cache size %d", backend.ErrInvalidArgument, size)
+	if c.size < 1 {
+		return nil, fmt.Errorf("ratelimit/nearcache: %w: WithSize(%d): want at least 1", backend.ErrInvalidArgument, c.size)
 	}
-	cache, err := lru.New[slot, denial](size)
+	cache, err := lru.New[slot, denial](c.size)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("ratelimit/nearcache: %w: %w", backend.ErrInvalidArgument, err)
 	}
 	s := &Store{next: next, cache: cache, stop: func() {}, seed: maphash.MakeSeed()}
 	if inv, ok := next.(backend.Invalidator); ok {
@@ -269,7 +278,7 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 	}
 	rs, ok := s.next.(backend.RefundStore)
 	if !ok {
-		return backend.Outcome{}, fmt.Errorf("nearcache: %T cannot refund: %w", s.next, errors.ErrUnsupported)
+		return backend.Outcome{}, fmt.Errorf("ratelimit/nearcache: %T cannot refund: %w", s.next, errors.ErrUnsupported)
 	}
 	return rs.Refund(ctx, req)
 }
@@ -284,7 +293,7 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	ms, ok := s.next.(backend.MultiStore)
 	if !ok {
-		return fmt.Errorf("nearcache: %T cannot decide several requests together: %w", s.next, errors.ErrUnsupported)
+		return fmt.Errorf("ratelimit/nearcache: %T cannot decide several requests together: %w", s.next, errors.ErrUnsupported)
 	}
 	if len(outs) != len(reqs) || !s.trusted() {
 		return ms.TakeAll(ctx, reqs, outs)

@@ -23,7 +23,7 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 func cached(t testing.TB, next backend.Store) *nearcache.Store {
-	s, err := nearcache.New(next, 0)
+	s, err := nearcache.New(next)
 	require.NoError(t, err)
 	return s
 }
@@ -47,7 +47,7 @@ func TestConformance(t *testing.T) {
 		conformance.Run(t, func(t *testing.T) backend.Store {
 			c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = c.Close() })
-			return cached(t, redis.New(c))
+			return cached(t, redisStore(t, c))
 		})
 	})
 }
@@ -126,9 +126,11 @@ func TestACachedDenialEndsWithResetRefundOrANewPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "under a higher limit")
 
-	_, err = nearcache.New(nil, 0)
+	_, err = nearcache.New(nil)
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
-	_, err = nearcache.New(m, -1)
+	_, err = nearcache.New(m, nearcache.WithSize(0))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
+	_, err = nearcache.New(m, nearcache.WithSize(-1))
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
 }
 
@@ -177,7 +179,7 @@ func TestTheCacheKeepsTheStoresAbilities(t *testing.T) {
 	c := testserver.GetCluster(t, testserver.RedisCluster)
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	store := redis.New(client)
+	store := redisStore(t, client)
 	s := cached(t, store)
 	t.Cleanup(func() { _ = s.Close() })
 	var sharded backend.ShardedStore = s
@@ -199,4 +201,11 @@ func TestTheCacheKeepsTheStoresAbilities(t *testing.T) {
 	overMemory := cached(t, m)
 	require.Empty(t, overMemory.Node("p:", "user"), "a store that cannot tell")
 	require.Nil(t, overMemory.Invalidations(context.Background(), func(string, string) {}), "a store that tells of none")
+}
+
+// redisStore is redis.New(c), failing t on an error.
+func redisStore(t testing.TB, c goredis.UniversalClient) *redis.Store {
+	s, err := redis.New(c)
+	require.NoError(t, err)
+	return s
 }

@@ -16,7 +16,7 @@ import (
 
 // The arguments go-redis formats are those of the script's convention.
 func TestArgsAreTheScriptsConvention(t *testing.T) {
-	s := New(nil)
+	s := newStore(t, goredis.NewClient(&goredis.Options{}))
 	rule := func(alg backend.Algorithm, limit int64, window time.Duration, burst int64, retain time.Duration) *backend.Rule {
 		r, err := backend.NewRule(alg, limit, window, burst, retain, "p:")
 		require.NoError(t, err)
@@ -42,8 +42,24 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 // string, which go-redis routes by; a single server's client gets pointers,
 // which go-redis writes as the strings and which cost no allocation.
 func TestKeysAreStringsWhereTheClientRoutesByThem(t *testing.T) {
-	require.False(t, New(goredis.NewClient(&goredis.Options{})).routed)
-	require.False(t, New(goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: "m"})).routed)
-	require.True(t, New(goredis.NewClusterClient(&goredis.ClusterOptions{})).routed)
-	require.True(t, New(goredis.NewRing(&goredis.RingOptions{})).routed)
+	require.False(t, newStore(t, goredis.NewClient(&goredis.Options{})).routed)
+	require.False(t, newStore(t, goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: "m"})).routed)
+	require.True(t, newStore(t, goredis.NewClusterClient(&goredis.ClusterOptions{})).routed)
+	require.True(t, newStore(t, goredis.NewRing(&goredis.RingOptions{})).routed)
+}
+
+// A nil client, or a replica ack out of bounds, is refused with an error.
+func TestNewRefusesBadArguments(t *testing.T) {
+	_, err := New(nil)
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	for _, ack := range []Option{WithReplicaAck(-1, time.Second), WithReplicaAck(1, time.Microsecond)} {
+		_, err = New(goredis.NewClient(&goredis.Options{}), ack)
+		require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	}
+}
+
+func newStore(t *testing.T, c Client) *Store {
+	s, err := New(c)
+	require.NoError(t, err)
+	return s
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
@@ -47,7 +46,7 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 	c.AddHook(hook)
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
-		l := newLimiter(t, redis.New(c), ratelimit.NewPolicy(alg, 5, time.Minute))
+		l := newLimiter(t, store(t, c), ratelimit.NewPolicy(alg, 5, time.Minute))
 		_, err := l.Allow(ctx, "warm-up") // loads the functions once (FCALL, FUNCTION LOAD, FCALL)
 		require.NoError(t, err)
 		const decisions = 20
@@ -71,7 +70,7 @@ func TestMultiOnOneKeyIsOneCommand(t *testing.T) {
 	hook := &countingHook{}
 	c.AddHook(hook)
 	ctx := context.Background()
-	store := redis.New(c)
+	store := store(t, c)
 	perSecond := newLimiter(t, store, ratelimit.PerSecond(2), ratelimit.WithPrefix(prefix(t)+"s:"), ratelimit.WithName("per-second"))
 	perHour := newLimiter(t, store, ratelimit.Policy{Limit: 100, Window: time.Hour, Algorithm: ratelimit.FixedWindow}, ratelimit.WithPrefix(prefix(t)+"h:"))
 	m, err := ratelimit.NewMulti(perSecond, perHour)
@@ -101,7 +100,7 @@ func TestAllocationsPerDecision(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under -race")
 	}
-	s := redis.New(client(t))
+	s := store(t, client(t))
 	for _, alg := range ratelimit.Algorithms() {
 		// A deadline, as the Limiter's budget gives, and within the
 		// client's read timeout (else the store caps it: four more).
@@ -127,6 +126,6 @@ func TestFunctionsWhereTheServerHasThem(t *testing.T) {
 	storetest.Functions(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		t.Cleanup(func() { _ = c.Close() })
-		return redis.New(c)
+		return store(t, c)
 	})
 }

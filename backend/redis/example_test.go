@@ -16,7 +16,11 @@ import (
 func ExampleNew() {
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
-	limiter, err := ratelimit.New(redis.New(client), ratelimit.PerMinute(100))
+	store, err := redis.New(client)
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := ratelimit.New(store, ratelimit.PerMinute(100))
 	if err != nil {
 		panic(err)
 	}

@@ -101,9 +101,13 @@ type Store struct {
 	noFunctions atomic.Bool
 }
 
-// New returns a Store deciding on client's server. It panics on an option
-// out of its bounds (WithReplicaAck), a mistake of the program.
-func New(client Client, opts ...Option) *Store {
+// New returns a Store deciding on client's server. A nil client, or an
+// option out of its bounds (WithReplicaAck), is an error wrapping
+// backend.ErrInvalidArgument.
+func New(client Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("ratelimit/redis: %w: nil client", backend.ErrInvalidArgument)
+	}
 	s := &Store{
 		client:         client,
 		honoursContext: contextTimeoutEnabled(client),
@@ -121,10 +125,11 @@ func New(client Client, opts ...Option) *Store {
 		o(s)
 	}
 	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
-		panic(fmt.Sprintf("ratelimit/redis: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
+		return nil, fmt.Errorf("ratelimit/redis: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
+			backend.ErrInvalidArgument, s.ackReplicas, s.ackTimeout)
 	}
 	s.args = script.NewArgs(func(n int64) any { return n }, func(s string) any { return s })
-	return s
+	return s, nil
 }
 
 // Node implements backend.ShardedStore on a cluster client: the address of

@@ -39,7 +39,7 @@ func newClient(t testing.TB, addr string) *goredis.Client {
 
 func TestConformance(t *testing.T) {
 	t.Logf("server: %s", testserver.Get(t, testserver.Redis).Origin)
-	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(client(t)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return store(t, client(t)) })
 }
 
 // The expiry scenario with the server's TTLs on the kit's clock
@@ -47,7 +47,7 @@ func TestConformance(t *testing.T) {
 // test's own, whose every TTL the hook ages.
 func TestConformanceExpiresOnTheKitsClock(t *testing.T) {
 	c := newClient(t, testserver.Own(t, testserver.Redis).Addr)
-	conformance.RunStore(t, func(t *testing.T) backend.Store { return redis.New(c) },
+	conformance.RunStore(t, func(t *testing.T) backend.Store { return store(t, c) },
 		conformance.Expire(storetest.KitClockExpiry(func(ctx context.Context, by time.Duration) error {
 			return c.Eval(ctx, storetest.AgeScript, nil, by.Milliseconds()).Err()
 		})))
@@ -57,7 +57,7 @@ func TestConformanceExpiresOnTheKitsClock(t *testing.T) {
 // there with CROSSSLOT, so the whole suite passing proves the hash tags.
 func TestConformanceOnACluster(t *testing.T) {
 	srv := testserver.OwnCluster(t, testserver.Redis)
-	conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(clusterClient(t, srv.Addr)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return store(t, clusterClient(t, srv.Addr)) })
 }
 
 // A real cluster of three masters with a replica each: the suite through a
@@ -66,16 +66,16 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	c := testserver.GetCluster(t, testserver.RedisCluster)
 	t.Logf("cluster: %s", c.Origin)
 	t.Run("conformance", func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T) backend.Store { return redis.New(clusterClient(t, c.Addrs...)) })
+		conformance.Run(t, func(t *testing.T) backend.Store { return store(t, clusterClient(t, c.Addrs...)) })
 	})
 	t.Run("conformance through a guard with a breaker per node", func(t *testing.T) {
 		conformance.RunStore(t, func(t *testing.T) backend.Store {
-			g, err := guard.New(redis.New(clusterClient(t, c.Addrs...)))
+			g, err := guard.New(store(t, clusterClient(t, c.Addrs...)))
 			require.NoError(t, err)
 			return g
 		})
 	})
-	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, redis.New(clusterClient(t, c.Addrs...))) })
+	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, store(t, clusterClient(t, c.Addrs...))) })
 }
 
 // A master of a real cluster killed under load (see storetest.Failover):
@@ -88,7 +88,7 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 func TestFailover(t *testing.T) {
 	t.Run("go-redis defaults", func(t *testing.T) {
 		storetest.Failover(t, testserver.Redis, func(t *testing.T, addrs []string) backend.Store {
-			return redis.New(clusterClient(t, addrs...))
+			return store(t, clusterClient(t, addrs...))
 		}, false, false)
 	})
 	t.Run("no retry backoff", func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestFailover(t *testing.T) {
 					return goredis.NewClient(opt)
 				}})
 			t.Cleanup(func() { _ = c.Close() })
-			return redis.New(c)
+			return store(t, c)
 		}, true, false)
 	})
 }
@@ -114,7 +114,7 @@ func clusterClient(t testing.TB, addrs ...string) *goredis.ClusterClient {
 // A prefix holding braces once split a key's server keys over two slots:
 // "x{}:" made every sliding decision fail with CROSSSLOT on a cluster.
 func TestPrefixesWithBracesOnACluster(t *testing.T) {
-	storetest.PrefixesOnACluster(t, redis.New(clusterClient(t, testserver.OwnCluster(t, testserver.Redis).Addr)))
+	storetest.PrefixesOnACluster(t, store(t, clusterClient(t, testserver.OwnCluster(t, testserver.Redis).Addr)))
 }
 
 func newLimiter(t *testing.T, s backend.Store, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
@@ -160,7 +160,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 	for _, limit := range []int{100, 1000} {
 		key := fmt.Sprint("user-", limit)
 		now := time.Now()
-		l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: limit, Window: time.Minute},
+		l := newLimiter(t, store(t, c), ratelimit.Policy{Limit: limit, Window: time.Minute},
 			ratelimit.WithCallerClock(func() time.Time { return now }))
 		require.NoError(t, l.Reset(ctx, key)) // nothing left by an earlier run
 		// Fill the key, let the window pass, again, until the entry ids
@@ -213,7 +213,7 @@ func TestALongLogUnderAShortLimitStaysASortedSet(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	const long = 1000
-	l := newLimiter(t, redis.New(c), ratelimit.Policy{Limit: long, Window: time.Minute},
+	l := newLimiter(t, store(t, c), ratelimit.Policy{Limit: long, Window: time.Minute},
 		ratelimit.WithCallerClock(func() time.Time { return now }))
 	for i := 0; i < long; i++ {
 		now = now.Add(time.Millisecond)
@@ -242,7 +242,7 @@ func TestHonoursTheDeadlineWithoutContextTimeoutEnabled(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = c.Close() })
-	storetest.SlowServer(t, srv.Addr, redis.New(c))
+	storetest.SlowServer(t, srv.Addr, store(t, c))
 }
 
 // A time budget longer than go-redis's read timeout (3s): the store ends the
@@ -252,14 +252,14 @@ func TestHonoursTheDeadlineWithoutContextTimeoutEnabled(t *testing.T) {
 func TestALongBudgetIsNotRetriedEither(t *testing.T) {
 	t.Run("ContextTimeoutEnabled", func(t *testing.T) {
 		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
-			return redis.New(newClient(t, addr))
+			return store(t, newClient(t, addr))
 		}, 10*time.Second)
 	})
 	t.Run("without", func(t *testing.T) {
 		storetest.NotRetried(t, testserver.Redis, func(t *testing.T, addr string) backend.Store {
 			c := goredis.NewClient(&goredis.Options{Addr: addr})
 			t.Cleanup(func() { _ = c.Close() })
-			return redis.New(c)
+			return store(t, c)
 		}, 10*time.Second)
 	})
 }
@@ -267,12 +267,12 @@ func TestALongBudgetIsNotRetriedEither(t *testing.T) {
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
 	storetest.Run(t, testserver.Redis, srv.Addr, func(t *testing.T, addr string) backend.Store {
-		return redis.New(newClient(t, addr))
+		return store(t, newClient(t, addr))
 	})
 }
 
 func TestDegradedLocalMode(t *testing.T) {
-	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return redis.New(newClient(t, addr)) })
+	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
 }
 
 // On the server's clock the sliding log renews its keys' TTLs only when they
@@ -286,7 +286,7 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 	const window = 100 * time.Millisecond
 	for _, limit := range []int{3, script.ShortLog + 1} {
 		pre := fmt.Sprintf("%s%d:", prefix(t), limit)
-		l, err := ratelimit.New(redis.New(c), ratelimit.PerSecond(3), ratelimit.WithPrefix(pre), ratelimit.WithTimeout(10*time.Second))
+		l, err := ratelimit.New(store(t, c), ratelimit.PerSecond(3), ratelimit.WithPrefix(pre), ratelimit.WithTimeout(10*time.Second))
 		require.NoError(t, err)
 		require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: limit, Window: window}))
 		req := backend.Request{Rule: ruleOf(t, pre, l.Policy()), Key: "k", Cost: 1}
@@ -322,7 +322,7 @@ func keysOf(t *testing.T, prefix, key string, p ratelimit.Policy) []string {
 // One stalled master of three sends only its own keys to the fallback.
 func TestOneNodeDownStaysThatNodes(t *testing.T) {
 	storetest.OneNodeDown(t, testserver.Redis, func(t *testing.T, addrs []string) backend.Store {
-		return redis.New(clusterClient(t, addrs...))
+		return store(t, clusterClient(t, addrs...))
 	})
 }
 
@@ -330,9 +330,9 @@ func TestOneNodeDownStaysThatNodes(t *testing.T) {
 // but none that a store built WithReplicaAck told its caller of.
 func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 	storetest.LaggingReplica(t, testserver.Redis,
-		func(t *testing.T, addrs []string) backend.Store { return redis.New(clusterClient(t, addrs...)) },
+		func(t *testing.T, addrs []string) backend.Store { return store(t, clusterClient(t, addrs...)) },
 		func(t *testing.T, addrs []string) backend.Store {
-			return redis.New(clusterClient(t, addrs...), redis.WithReplicaAck(1, 500*time.Millisecond))
+			return store(t, clusterClient(t, addrs...), redis.WithReplicaAck(1, 500*time.Millisecond))
 		}, redis.ErrNotReplicated)
 }
 
@@ -354,7 +354,7 @@ func TestAGuardOverAStalledClusterKeepsTheBudget(t *testing.T) {
 	local, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = local.Close() })
-	g, err := guard.New(redis.New(client), guard.WithFallback(local, 2))
+	g, err := guard.New(store(t, client), guard.WithFallback(local, 2))
 	require.NoError(t, err)
 	l, err := ratelimit.New(g, ratelimit.PerMinute(10), ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(100*time.Millisecond))
 	require.NoError(t, err)
@@ -371,13 +371,20 @@ func TestAGuardOverAStalledClusterKeepsTheBudget(t *testing.T) {
 // The layers work through every front end: a near cache behind Multi and
 // httplimit, several keys in one script.
 func TestFrontEnds(t *testing.T) {
-	storetest.FrontEnds(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return redis.New(newClient(t, addr)) })
+	storetest.FrontEnds(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
 }
 
 // Several policies on keys of several hash tags of a cluster, through
 // Multi: a script per tag, sent at once, each decision observed once.
 func TestMultiApartOnACluster(t *testing.T) {
 	storetest.MultiApart(t, testserver.GetCluster(t, testserver.RedisCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
-		return redis.New(clusterClient(t, addrs...))
+		return store(t, clusterClient(t, addrs...))
 	})
+}
+
+// store is redis.New(c, opts...), failing t on an error.
+func store(t testing.TB, c redis.Client, opts ...redis.Option) *redis.Store {
+	s, err := redis.New(c, opts...)
+	require.NoError(t, err)
+	return s
 }

@@ -23,7 +23,11 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer client.Close()
-	limiter, err := ratelimit.New(valkey.New(client), ratelimit.PerMinute(100))
+	store, err := valkey.New(client)
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := ratelimit.New(store, ratelimit.PerMinute(100))
 	if err != nil {
 		panic(err)
 	}

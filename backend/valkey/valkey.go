@@ -91,9 +91,12 @@ func (s *Store) exec(ctx context.Context, lua *vk.Lua, alg int, keys, args []str
 }
 
 // New returns a Store deciding on client's server (standalone, sentinel or
-// cluster). It panics on an option out of its bounds (WithReplicaAck), a
-// mistake of the program.
-func New(client vk.Client, opts ...Option) *Store {
+// cluster). A nil client, or an option out of its bounds (WithReplicaAck),
+// is an error wrapping backend.ErrInvalidArgument.
+func New(client vk.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("ratelimit/valkey: %w: nil client", backend.ErrInvalidArgument)
+	}
 	s := &Store{
 		client: client,
 		allLua: vk.NewLuaScript(script.All.Text),
@@ -105,10 +108,11 @@ func New(client vk.Client, opts ...Option) *Store {
 		o(s)
 	}
 	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
-		panic(fmt.Sprintf("ratelimit/valkey: WithReplicaAck(%d, %v): want at least 1 replica and 1ms", s.ackReplicas, s.ackTimeout))
+		return nil, fmt.Errorf("ratelimit/valkey: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
+			backend.ErrInvalidArgument, s.ackReplicas, s.ackTimeout)
 	}
 	s.args = script.NewStringArgs()
-	return s
+	return s, nil
 }
 
 // Take implements backend.Store: one FCALL (or EVALSHA).

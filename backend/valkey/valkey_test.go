@@ -35,7 +35,7 @@ func newClient(t testing.TB, addr string) vk.Client {
 
 func TestConformance(t *testing.T) {
 	t.Logf("server: %s", testserver.Get(t, testserver.Valkey).Origin)
-	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(client(t)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return store(t, client(t)) })
 }
 
 // The expiry scenario with the server's TTLs on the kit's clock
@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 // test's own, whose every TTL the hook ages.
 func TestConformanceExpiresOnTheKitsClock(t *testing.T) {
 	c := newClient(t, testserver.Own(t, testserver.Valkey).Addr)
-	conformance.RunStore(t, func(t *testing.T) backend.Store { return valkey.New(c) },
+	conformance.RunStore(t, func(t *testing.T) backend.Store { return store(t, c) },
 		conformance.Expire(storetest.KitClockExpiry(func(ctx context.Context, by time.Duration) error {
 			return c.Do(ctx, c.B().Eval().Script(storetest.AgeScript).Numkeys(0).Arg(strconv.FormatInt(by.Milliseconds(), 10)).Build()).Error()
 		})))
@@ -54,7 +54,7 @@ func TestConformanceExpiresOnTheKitsClock(t *testing.T) {
 // two slots, and Allow panicked in the caller's goroutine. Prefixes are
 // escaped as keys are, and no client panic reaches a caller.
 func TestPrefixesWithBracesOnACluster(t *testing.T) {
-	storetest.PrefixesOnACluster(t, valkey.New(clusterClient(t, testserver.OwnCluster(t, testserver.Valkey).Addr)))
+	storetest.PrefixesOnACluster(t, store(t, clusterClient(t, testserver.OwnCluster(t, testserver.Valkey).Addr)))
 }
 
 // A real cluster of three masters with a replica each (a Valkey cluster
@@ -64,9 +64,9 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 	c := testserver.GetCluster(t, testserver.ValkeyCluster)
 	t.Logf("cluster: %s", c.Origin)
 	t.Run("conformance", func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(clusterClient(t, c.Addrs...)) })
+		conformance.Run(t, func(t *testing.T) backend.Store { return store(t, clusterClient(t, c.Addrs...)) })
 	})
-	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, valkey.New(clusterClient(t, c.Addrs...))) })
+	t.Run("keys spread over the masters", func(t *testing.T) { storetest.Spread(t, c.Addrs, store(t, clusterClient(t, c.Addrs...))) })
 }
 
 // A master of a real cluster killed under load (see storetest.Failover),
@@ -75,7 +75,7 @@ func TestOnAThreeMasterCluster(t *testing.T) {
 func TestFailover(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		storetest.Failover(t, testserver.Valkey, func(t *testing.T, addrs []string) backend.Store {
-			return valkey.New(clusterClient(t, addrs...))
+			return store(t, clusterClient(t, addrs...))
 		}, true, false)
 	})
 	t.Run("guarded", func(t *testing.T) {
@@ -85,7 +85,7 @@ func TestFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = local.Close() })
-			g, err := guard.New(valkey.New(clusterClient(t, addrs...)), guard.WithFallback(local, 1), guard.WithCoolDown(200*time.Millisecond))
+			g, err := guard.New(store(t, clusterClient(t, addrs...)), guard.WithFallback(local, 1), guard.WithCoolDown(200*time.Millisecond))
 			require.NoError(t, err)
 			return g
 		}, false, true)
@@ -103,7 +103,7 @@ func clusterClient(t *testing.T, addrs ...string) vk.Client {
 // valkey-go's cluster client.
 func TestConformanceOnACluster(t *testing.T) {
 	srv := testserver.OwnCluster(t, testserver.Valkey)
-	conformance.Run(t, func(t *testing.T) backend.Store { return valkey.New(clusterClient(t, srv.Addr)) })
+	conformance.Run(t, func(t *testing.T) backend.Store { return store(t, clusterClient(t, srv.Addr)) })
 }
 
 func limiter(t *testing.T, s backend.Store, p ratelimit.Policy) *ratelimit.Limiter {
@@ -122,7 +122,7 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 4, time.Hour) // no fixed window ends mid-test
-		viaValkey, viaRedis := limiter(t, valkey.New(client(t)), p), limiter(t, redis.New(rc), p)
+		viaValkey, viaRedis := limiter(t, store(t, client(t)), p), limiter(t, redisStore(t, rc), p)
 		for i := 1; i <= 4; i++ {
 			l := viaValkey
 			if i%2 == 0 {
@@ -146,18 +146,18 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 func TestReliability(t *testing.T) {
 	srv := testserver.Get(t, testserver.Valkey)
 	storetest.Run(t, testserver.Valkey, srv.Addr, func(t *testing.T, addr string) backend.Store {
-		return valkey.New(newClient(t, addr))
+		return store(t, newClient(t, addr))
 	})
 }
 
 func TestDegradedLocalMode(t *testing.T) {
-	storetest.Guarded(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return valkey.New(newClient(t, addr)) })
+	storetest.Guarded(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
 }
 
 // One stalled master of three sends only its own keys to the fallback.
 func TestOneNodeDownStaysThatNodes(t *testing.T) {
 	storetest.OneNodeDown(t, testserver.Valkey, func(t *testing.T, addrs []string) backend.Store {
-		return valkey.New(clusterClient(t, addrs...))
+		return store(t, clusterClient(t, addrs...))
 	})
 }
 
@@ -165,23 +165,23 @@ func TestOneNodeDownStaysThatNodes(t *testing.T) {
 // but none that a store built WithReplicaAck told its caller of.
 func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 	storetest.LaggingReplica(t, testserver.Valkey,
-		func(t *testing.T, addrs []string) backend.Store { return valkey.New(clusterClient(t, addrs...)) },
+		func(t *testing.T, addrs []string) backend.Store { return store(t, clusterClient(t, addrs...)) },
 		func(t *testing.T, addrs []string) backend.Store {
-			return valkey.New(clusterClient(t, addrs...), valkey.WithReplicaAck(1, 500*time.Millisecond))
+			return store(t, clusterClient(t, addrs...), valkey.WithReplicaAck(1, 500*time.Millisecond))
 		}, valkey.ErrNotReplicated)
 }
 
 // The layers work through every front end: a near cache behind Multi and
 // httplimit, several keys in one script.
 func TestFrontEnds(t *testing.T) {
-	storetest.FrontEnds(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return valkey.New(newClient(t, addr)) })
+	storetest.FrontEnds(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
 }
 
 // Several policies on keys of several hash tags of a cluster, through
 // Multi: a script per tag, sent at once, each decision observed once.
 func TestMultiApartOnACluster(t *testing.T) {
 	storetest.MultiApart(t, testserver.GetCluster(t, testserver.ValkeyCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
-		return valkey.New(clusterClient(t, addrs...))
+		return store(t, clusterClient(t, addrs...))
 	})
 }
 
@@ -189,6 +189,31 @@ func TestMultiApartOnACluster(t *testing.T) {
 // one EVALSHA.
 func TestFunctionsWhereTheServerHasThem(t *testing.T) {
 	storetest.Functions(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store {
-		return valkey.New(newClient(t, addr))
+		return store(t, newClient(t, addr))
 	})
+}
+
+// store is valkey.New(c, opts...), failing t on an error.
+func store(t testing.TB, c vk.Client, opts ...valkey.Option) *valkey.Store {
+	s, err := valkey.New(c, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+// redisStore is redis.New(c), failing t on an error.
+func redisStore(t testing.TB, c redis.Client) *redis.Store {
+	s, err := redis.New(c)
+	require.NoError(t, err)
+	return s
+}
+
+// A nil client, or a replica ack out of bounds, is refused with an error.
+func TestNewRefusesBadArguments(t *testing.T) {
+	_, err := valkey.New(nil)
+	require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	c := client(t)
+	for _, ack := range []valkey.Option{valkey.WithReplicaAck(-1, time.Second), valkey.WithReplicaAck(1, time.Microsecond)} {
+		_, err = valkey.New(c, ack)
+		require.ErrorIs(t, err, backend.ErrInvalidArgument)
+	}
 }

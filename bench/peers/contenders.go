@@ -162,7 +162,8 @@ func networkMakers(addr string, conns int) []maker {
 	for _, alg := range ratelimit.Algorithms() {
 		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c := newGoRedis()
-			return redis.New(c), func() { _ = c.Close() }, nil
+			s, err := redis.New(c)
+			return s, func() { _ = c.Close() }, err
 		}))
 	}
 	for _, alg := range ratelimit.Algorithms() {
@@ -171,7 +172,8 @@ func networkMakers(addr string, conns int) []maker {
 			if err != nil {
 				return nil, nil, err
 			}
-			return valkey.New(c), c.Close, nil
+			s, err := valkey.New(c)
+			return s, c.Close, err
 		}))
 	}
 	return append(ms,

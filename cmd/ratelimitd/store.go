@@ -76,7 +76,9 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 		}
 		c := goredis.NewClient(opt)
 		s.closers = append(s.closers, c.Close)
-		server = redis.New(c)
+		if server, err = redis.New(c); err != nil {
+			return nil, err
+		}
 	case "redis-cluster", "rediss-cluster":
 		opt, err := goredis.ParseClusterURL(clusterURL(u))
 		if err != nil {
@@ -84,7 +86,9 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 		}
 		c := goredis.NewClusterClient(opt)
 		s.closers = append(s.closers, c.Close)
-		server = redis.New(c)
+		if server, err = redis.New(c); err != nil {
+			return nil, err
+		}
 	case "valkey", "valkeys":
 		opt, err := vk.ParseURL(clusterURL(u))
 		if err != nil {
@@ -95,7 +99,9 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 			return nil, fmt.Errorf("%w: %w", backend.ErrStore, err)
 		}
 		s.closers = append(s.closers, func() error { c.Close(); return nil })
-		server = valkey.New(c)
+		if server, err = valkey.New(c); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster or valkey", errStoreURL, u.Scheme)
 	}
@@ -117,7 +123,7 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 		s.top, s.guard = g, g
 	}
 	if o.nearCache > 0 {
-		n, err := nearcache.New(s.top, o.nearCache)
+		n, err := nearcache.New(s.top, nearcache.WithSize(o.nearCache))
 		if err != nil {
 			return nil, err
 		}

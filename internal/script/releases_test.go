@@ -94,7 +94,11 @@ type decider func(ctx context.Context, req backend.Request) (backend.Outcome, er
 
 // store decides through this release's Redis store.
 func store(client *goredis.Client) decider {
-	return redis.New(client).Take
+	s, err := redis.New(client)
+	if err != nil {
+		panic(err) // a client is never nil here
+	}
+	return s.Take
 }
 
 // old decides through a script's text (another release's), with this

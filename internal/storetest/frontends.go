@@ -51,7 +51,7 @@ func nearCacheBehindMulti(t *testing.T, addr string, newStore NewStore) {
 	ctx, a := context.Background(), admin(t, addr)
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
-			cache, err := nearcache.New(newStore(t, addr), 0)
+			cache, err := nearcache.New(newStore(t, addr))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = cache.Close() })
 			l := limiter(t, cache, ratelimit.NewPolicy(alg, 5, time.Minute), prefix())

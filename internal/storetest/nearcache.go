@@ -28,7 +28,7 @@ func NearCachesHearResets(t *testing.T, addr string, newStore NewStore) {
 		t.Run(alg.String(), func(t *testing.T) {
 			pre := prefix()
 			cached := func() (*ratelimit.Limiter, *nearcache.Store) {
-				c, err := nearcache.New(newStore(t, addr), 0)
+				c, err := nearcache.New(newStore(t, addr))
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = c.Close() })
 				// A window of 100 days: a fixed window's boundary does not pass
@@ -124,7 +124,7 @@ func NearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore NewStore
 			gate := testserver.NewGate(t, addr)
 			listen, ok := newStore(t, addr).(backend.Invalidator)
 			require.True(t, ok, "the store tells of changes")
-			ca, err := nearcache.New(listenApart{newStore(t, gate.Addr), listen}, 0)
+			ca, err := nearcache.New(listenApart{newStore(t, gate.Addr), listen})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = ca.Close() })
 			pre, p := prefix(), ratelimit.NewPolicy(alg, 5, ratelimit.MaxWindow)
