@@ -14,9 +14,8 @@ var (
 	// ErrInvalidPolicy is returned for a policy outside its bounds (see
 	// Policy.Validate: a limit or burst not in [1, MaxLimit], a sliding
 	// log over MaxLogLimit, a window not in [1ms, MaxWindow], a burst on a
-	// window algorithm, an unknown algorithm), a window longer than the
-	// Limiter's retention, and a PolicyFunc that fails or returns one of
-	// these.
+	// window algorithm, an unknown algorithm), and a PolicyFunc that fails
+	// or returns one of these.
 	ErrInvalidPolicy = backend.ErrInvalidPolicy
 	// ErrInvalidKey is returned for an empty key, a key longer than
 	// MaxKeyLen bytes, or a prefix longer than MaxPrefixLen bytes.

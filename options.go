@@ -67,12 +67,13 @@ func WithFailOpen() Option { return func(l *Limiter) { l.failOpen = true } }
 func WithDryRun() Option { return func(l *Limiter) { l.dryRun = true } }
 
 // WithRetention keeps every key's state for at least d after its last write
-// (default: the window of the policy New is given), so that a later policy
-// with a window up to d (SetPolicy, or a key's policy from WithPolicyFunc)
-// still finds the whole history: a server's TTLs and the memory store's
-// sweeper go by it. A policy with a longer window than the retention is
-// refused with ErrInvalidPolicy, since history it should count may already
-// be gone. Keeping state longer costs memory for keys that went idle.
+// (default: the window of the policy New is given; a policy's own window if
+// longer), so that a later policy with a window up to d (SetPolicy, or a
+// key's policy from WithPolicyFunc) finds the whole history: a server's TTLs
+// and the memory store's sweeper go by it. A policy with a longer window is
+// accepted and sees what was kept (see SetPolicy). Keeping state longer
+// costs memory for keys that went idle. d must not be negative (0 is the
+// default) nor over MaxWindow.
 func WithRetention(d time.Duration) Option { return func(l *Limiter) { l.retention = d } }
 
 // WithPolicyFunc makes the Limiter pick each key's policy with f, on every

@@ -28,7 +28,8 @@ type Limiter struct {
 	plain    bool          // none of observer, failOpen, dryRun, policyFunc, clock, budget: the shortest path
 	mem      *memory.Store // the store, when plain and the memory store: called on its concrete type
 	timeout  time.Duration // the time budget of a store call; 0 for an in-process store
-	// retention is how long a key's state is kept after a write: the
+	// retention is how long a key's state is kept after a write, at
+	// least (a rule keeps it for its window if that is longer): the
 	// longest window any of the Limiter's policies may have.
 	retention  time.Duration
 	policyFunc PolicyFunc
@@ -94,9 +95,16 @@ func New(store backend.Store, p Policy, opts ...Option) (*Limiter, error) {
 // re-reads a sliding log under the new length (it holds what the last
 // window kept); a fixed window whose aligned start changes starts a fresh
 // count; a GCRA bucket keeps the requests' worth it holds (at most a burst).
-// A window longer than the retention (WithRetention) is refused, as history
-// it should count may be gone. Changing the algorithm switches to state kept
-// apart (the old state expires by itself). An invalid p changes nothing.
+// Any valid policy is accepted. A longer window than any before sees the
+// history the store still keeps: state is kept for the retention of the
+// policy it was written under (WithRetention's, or that policy's window if
+// longer), so
+// after New(store, PerSecond(10)), SetPolicy(PerMinute(10)) counts the
+// requests of about the last second (and the slack a server adds to its
+// TTLs), not of the last minute, until a minute of its own has passed; build
+// the Limiter WithRetention(time.Minute) to keep the minute from the start.
+// Changing the algorithm switches to state kept apart (the old state expires
+// by itself). An invalid p changes nothing.
 func (l *Limiter) SetPolicy(p Policy) error {
 	c, err := l.compile(p)
 	if err != nil {
@@ -113,10 +121,7 @@ func (l *Limiter) compile(p Policy) (*compiled, error) {
 		return nil, err
 	}
 	p.Window = p.Window.Truncate(time.Microsecond)
-	if p.Window > l.retention {
-		return nil, fmt.Errorf("%w: window %v is longer than the Limiter's retention %v, so history it should count may be gone: build the Limiter WithRetention", ErrInvalidPolicy, p.Window, l.retention)
-	}
-	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), l.retention, l.prefix)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(l.retention, p.Window), l.prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 )
 
 func TestPolicyValidation(t *testing.T) {
@@ -141,22 +142,50 @@ func TestEveryStoreCallHasATimeBudget(t *testing.T) {
 	}
 }
 
-// New reports an invalid policy as one, whatever the options, and checks
-// the retention against it.
+// New reports an invalid policy as one, whatever the options, and a
+// retention out of its bounds.
 func TestNewValidatesThePolicyAndTheRetention(t *testing.T) {
 	for _, p := range []ratelimit.Policy{{Limit: 1}, {Limit: 1, Window: -time.Second}, {Limit: 0, Window: time.Second}} {
 		_, err := ratelimit.New(failingStore{}, p)
 		require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, "%+v", p)
 	}
-	_, err := ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(time.Second))
-	require.ErrorIs(t, err, ratelimit.ErrInvalidPolicy, "a window longer than the retention")
-	_, err = ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(-time.Second))
-	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument)
-	l, err := ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(time.Hour))
+	for _, d := range []time.Duration{-time.Second, ratelimit.MaxWindow + time.Second} {
+		_, err := ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(d))
+		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "retention %v", d)
+	}
+	l, err := ratelimit.New(failingStore{}, ratelimit.PerMinute(1), ratelimit.WithRetention(time.Second))
+	require.NoError(t, err, "a window longer than the retention keeps its state for its window")
+	require.ErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 1, Window: ratelimit.MaxWindow + time.Hour}), ratelimit.ErrInvalidPolicy)
+	require.Equal(t, ratelimit.PerMinute(1), l.Policy(), "a refused policy changes nothing")
+}
+
+// SetPolicy takes any valid policy without foresight at New: a longer window
+// counts the history the store kept, and keeps its own for its window.
+func TestSetPolicyToALongerWindowNeedsNoForesight(t *testing.T) {
+	s, err := memory.New()
 	require.NoError(t, err)
-	require.NoError(t, l.SetPolicy(ratelimit.PerHour(1)), "a window up to the retention")
-	require.ErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 1, Window: 2 * time.Hour}), ratelimit.ErrInvalidPolicy)
-	require.Equal(t, ratelimit.PerHour(1), l.Policy(), "a refused policy changes nothing")
+	defer s.Close()
+	now := time.Unix(1_700_000_000, 0)
+	l, err := ratelimit.New(s, ratelimit.PerSecond(10), ratelimit.WithCallerClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for range 10 {
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	require.NoError(t, l.SetPolicy(ratelimit.PerMinute(10)), "a minute after a second, with no WithRetention")
+	require.Equal(t, ratelimit.PerMinute(10), l.Policy())
+	now = now.Add(500 * time.Millisecond)
+	d, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "the ten of the last second are still kept, and count")
+	require.Equal(t, 10, d.Count)
+	require.Equal(t, time.Minute-500*time.Millisecond, d.RetryAfter, "until the first leaves the minute")
+	now = now.Add(time.Minute)
+	d, err = l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a minute later")
 }
 
 // The library's module requires none of the optional parts' heavy

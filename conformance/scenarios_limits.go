@@ -87,7 +87,8 @@ func clockStepsBack(t *testing.T, e *env) {
 }
 
 // longerWindowKeepsHistory: a window lengthened within the Limiter's
-// retention counts what was recorded under the shorter one. (That the state
+// retention counts what was recorded under the shorter one; one beyond it
+// is accepted and counts what it records. (That the state
 // also outlives a server's TTL or a sweeper is checked in real time by the
 // backends' own tests.)
 func longerWindowKeepsHistory(t *testing.T, e *env) {
@@ -105,10 +106,20 @@ func longerWindowKeepsHistory(t *testing.T, e *env) {
 		mustEqual(t, 5, d.Count)
 	}
 
-	short := e.limiter(5, 500*time.Millisecond, ratelimit.WithRetention(500*time.Millisecond))
-	err := short.SetPolicy(e.policy(5, 10*time.Second))
-	mustErrorIs(t, err, ratelimit.ErrInvalidPolicy, "a window beyond the retention would miss history")
-	mustEqual(t, 500*time.Millisecond, short.Policy().Window, "and changes nothing")
+	// Beyond the retention, with no foresight: accepted, and what it then
+	// records is kept for its own window.
+	short := e.checked(5, 500*time.Millisecond, ratelimit.WithRetention(500*time.Millisecond))
+	short.setPolicy(e.policy(5, 10*time.Second))
+	for i := 0; i < 5; i++ {
+		mustTrue(t, short.allow("another").Allowed)
+	}
+	short.clock.Advance(2 * time.Second)
+	d = short.allow("another")
+	if e.alg == ratelimit.GCRA {
+		mustEqual(t, 5, d.Count, "the bucket drained one of 5 in 2s at 5 per 10s, and took one more")
+	} else {
+		mustFalse(t, d.Allowed, "the 5 requests of 2s ago are in the 10s window")
+	}
 }
 
 // refunds: a refund gives back what it names, is refused beyond what is in
@@ -165,7 +176,7 @@ func policyPerKey(t *testing.T, e *env) {
 		case "broken":
 			return ratelimit.Policy{Limit: -1, Window: time.Minute}, nil
 		case "too-long":
-			return e.policy(5, 2*retention), nil
+			return e.policy(5, ratelimit.MaxWindow+time.Hour), nil
 		case "down":
 			return ratelimit.Policy{}, lookupFailed
 		}
