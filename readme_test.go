@@ -56,3 +56,30 @@ func TestTheREADMEsProgramsBuild(t *testing.T) {
 		}
 	}
 }
+
+// The docs name tests as evidence: each one they name exists (names once
+// drifted after renames).
+func TestTheDocsNameTestsThatExist(t *testing.T) {
+	var sources strings.Builder
+	require.NoError(t, filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, "_test.go") {
+			b, err := os.ReadFile(path)
+			sources.Write(b)
+			return err
+		}
+		return err
+	}))
+	docs, err := filepath.Glob("docs/*.md")
+	require.NoError(t, err)
+	named := regexp.MustCompile("`(Test[A-Z][A-Za-z0-9_]*)`")
+	checked := 0
+	for _, path := range append(docs, "README.md") {
+		text, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, m := range named.FindAllStringSubmatch(string(text), -1) {
+			require.Contains(t, sources.String(), "func "+m[1]+"(", "%s names %s", path, m[1])
+			checked++
+		}
+	}
+	require.Greater(t, checked, 10, "the docs name their evidence")
+}

@@ -6,9 +6,10 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
-// The key layout on a Redis-protocol server, the one place it is written
-// (the algorithms' Lua files read these keys). For the caller's key K under
-// the prefix P:
+// The key layout on a Redis-protocol server: the one place the code writes
+// it (the algorithms' Lua files read these keys); docs/keys.md is its
+// description for users, checked against this file by
+// TestTheKeyLayoutDocIsTheCodes. For the caller's key K under the prefix P:
 //
 //	P{K}:sw       the sliding log. Of a limit of at most ShortLog: a string,
 //	              the times (µs) of its units, oldest first, as
