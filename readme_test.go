@@ -83,3 +83,44 @@ func TestTheDocsNameTestsThatExist(t *testing.T) {
 	}
 	require.Greater(t, checked, 5, "the docs name their evidence")
 }
+
+// The README's install recipe works for a module that no proxy has: its
+// lines, run as written in a scratch module beside a program, with the
+// proxy and the checksum database off, give a module that builds.
+func TestTheInstallRecipeWorksWithoutAProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	install := regexp.MustCompile("```sh\n([^`]*go mod edit -replace[^`]*)```").FindStringSubmatch(string(readme))
+	require.NotNil(t, install, "the README's install recipe")
+	program := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindStringSubmatch(string(readme))
+	require.NotNil(t, program)
+	root, err := os.Getwd()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	clone := filepath.Join(dir, "ratelimit") // the recipe's ../ratelimit
+	require.NoError(t, os.Symlink(root, clone))
+	app := filepath.Join(dir, "app")
+	require.NoError(t, os.Mkdir(app, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(app, "main.go"), []byte(program[1]), 0o644))
+	run := func(args ...string) {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = app
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+	}
+	run("mod", "init", "example.com/app")
+	lines := 0
+	for _, line := range strings.Split(install[1], "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if fields := strings.Fields(line); len(fields) > 1 && fields[0] == "go" {
+			run(fields[1:]...)
+			lines++
+		}
+	}
+	require.GreaterOrEqual(t, lines, 2, "a replace and a tidy")
+	run("build", "./...")
+}
