@@ -271,10 +271,6 @@ func TestReliability(t *testing.T) {
 	})
 }
 
-func TestDegradedLocalMode(t *testing.T) {
-	storetest.Guarded(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
-}
-
 // On the server's clock the sliding log renews its keys' TTLs only when they
 // would not cover the state's life (at most once per TTLSlack under steady
 // use): a log that emptied (Redis deletes an empty sorted set) and came back

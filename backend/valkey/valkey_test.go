@@ -150,10 +150,6 @@ func TestReliability(t *testing.T) {
 	})
 }
 
-func TestDegradedLocalMode(t *testing.T) {
-	storetest.Guarded(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
-}
-
 // One stalled master of three sends only its own keys to the fallback.
 func TestOneNodeDownStaysThatNodes(t *testing.T) {
 	storetest.OneNodeDown(t, testserver.Valkey, func(t *testing.T, addrs []string) backend.Store {

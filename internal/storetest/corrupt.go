@@ -157,7 +157,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 	const slowMicros = 5000
 	require.NoError(t, c.ConfigSet(ctx, "slowlog-log-slower-than", fmt.Sprint(slowMicros)).Err())
 	require.NoError(t, c.SlowLogReset(ctx).Err())
-	noise := startNoise()
+	noise := testserver.StartNoise()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0xbad))
 	pre := prefix()
@@ -205,7 +205,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 			requireValidState(ctx, t, c, keys, rule, what)
 		}
 	}
-	late := noise.stop()
+	late := noise.Stop()
 	slowest := slowestScript(ctx, t, c)
 	bound := slowMicros*time.Microsecond + late
 	t.Logf("%d corruptions; slowest script over %dµs: %v (bound %v)", cases, slowMicros, slowest, bound)

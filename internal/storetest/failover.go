@@ -94,7 +94,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	var admitted sync.Map // key -> *atomic.Int64
 	var wrongErr atomic.Value
 	var killed atomic.Int64 // UnixNano of the kill, 0 before
-	noise := startNoise()
+	noise := testserver.StartNoise()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -173,7 +173,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	late := noise.stop()
+	late := noise.Stop()
 
 	after := time.Since(beforeAt)
 	require.Nil(t, wrongErr.Load(), "an error not wrapping ratelimit.ErrStore")

@@ -29,7 +29,7 @@ type load struct {
 	slowest         atomic.Int64 // ns
 	firstErr        atomic.Value // the first error, for the failure message
 	wrongErr        atomic.Value // an error that is not ErrStore
-	noise           *noise
+	noise           *testserver.Noise
 	late            time.Duration // the noise, once finished
 	stop            chan struct{}
 	done            sync.WaitGroup
@@ -41,7 +41,7 @@ type load struct {
 const callDeadline, lateMargin = 200 * time.Millisecond, 300 * time.Millisecond
 
 func startLoad(l *ratelimit.Limiter, deadline time.Duration) *load {
-	ld := &load{deadline: deadline, stop: make(chan struct{}), noise: startNoise()}
+	ld := &load{deadline: deadline, stop: make(chan struct{}), noise: testserver.StartNoise()}
 	for g := 0; g < 8; g++ {
 		ld.done.Add(1)
 		go func(g int) {
@@ -78,7 +78,7 @@ func startLoad(l *ratelimit.Limiter, deadline time.Duration) *load {
 	return ld
 }
 
-func (ld *load) finish() { close(ld.stop); ld.done.Wait(); ld.late = ld.noise.stop() }
+func (ld *load) finish() { close(ld.stop); ld.done.Wait(); ld.late = ld.noise.Stop() }
 
 // requireOnTime fails if a call outlived its deadline by more than
 // lateMargin and the scheduling noise.
@@ -154,7 +154,7 @@ func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	var calls, wrong atomic.Int64
 	var slowest atomic.Int64
 	var firstWrong atomic.Value
-	noise := startNoise()
+	noise := testserver.StartNoise()
 	stop := time.Now().Add(stall)
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -176,7 +176,7 @@ func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
 		}(g)
 	}
 	wg.Wait()
-	late := noise.stop()
+	late := noise.Stop()
 	require.NoError(t, srv.Resume())
 	resumed = true
 	t.Logf("stalled %v: %d calls from %d goroutines, slowest %v, budget %v, scheduling noise %v", stall, calls.Load(), goroutines,

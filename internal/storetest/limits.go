@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 // history: 5 requests per 500ms, then SetPolicy to 5 per 10s, and 2.5s
@@ -173,8 +174,8 @@ const blockBound = 500 * time.Millisecond
 // scheduling noise meanwhile.
 func whilePinging(t *testing.T, addr string, do func()) (took, slowest time.Duration, pings int, late time.Duration) {
 	ctx := context.Background()
-	noise := startNoise()
-	defer func() { late = noise.stop() }()
+	noise := testserver.StartNoise()
+	defer func() { late = noise.Stop() }()
 	p := admin(t, addr)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {

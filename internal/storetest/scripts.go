@@ -103,7 +103,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 	require.NoError(t, c.ConfigSet(ctx, "slowlog-max-len", "1024").Err())
 	require.NoError(t, c.SlowLogReset(ctx).Err())
 
-	noise := startNoise()
+	noise := testserver.StartNoise()
 	pings := startPinger(srv.Addr)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -179,7 +179,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		}
 	}
 	pingErrs, pingN := pings.stop()
-	late := noise.stop()
+	late := noise.Stop()
 	require.Empty(t, errs, "every call answers (seed %d)", seed)
 	require.Zero(t, pingErrs.Load(), "PINGs from another client that failed during the fuzz, of %d (seed %d)", pingN, seed)
 

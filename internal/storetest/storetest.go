@@ -41,8 +41,6 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("instances with skewed clocks share one limit on the server clock", func(t *testing.T) { clockSkew(t, addr, newStore) })
 	t.Run("a longer window within the retention finds the history the old TTL would have dropped", func(t *testing.T) { history(t, addr, newStore) })
 	t.Run("the largest decision keeps the server answering others", func(t *testing.T) { largestDecision(t, addr, newStore) })
-	t.Run("near caches hear a reset made through another instance", func(t *testing.T) { NearCachesHearResets(t, addr, newStore) })
-	t.Run("a near cache drops a denial that a reset overtook", func(t *testing.T) { NearCacheDropsOvertakenDenials(t, addr, newStore) })
 	ScriptsEnd(t, kind, newStore)
 }
 

@@ -1,20 +1,21 @@
-package storetest
+package testserver
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// noise measures how late this process's 1ms timers fire while it runs:
+// Noise measures how late this process's 1ms timers fire while it runs:
 // the scheduling noise of the machine, which any latency bound allows for.
-type noise struct {
+type Noise struct {
 	worst atomic.Int64
 	quit  chan struct{}
 	ended chan struct{}
 }
 
-func startNoise() *noise {
-	n := &noise{quit: make(chan struct{}), ended: make(chan struct{})}
+// StartNoise starts measuring the scheduling noise, until Stop.
+func StartNoise() *Noise {
+	n := &Noise{quit: make(chan struct{}), ended: make(chan struct{})}
 	go func() {
 		defer close(n.ended)
 		for {
@@ -32,8 +33,8 @@ func startNoise() *noise {
 	return n
 }
 
-// stop ends the measurement and returns the worst lateness seen.
-func (n *noise) stop() time.Duration {
+// Stop ends the measurement and returns the worst lateness seen.
+func (n *Noise) Stop() time.Duration {
 	close(n.quit)
 	<-n.ended
 	return time.Duration(n.worst.Load())

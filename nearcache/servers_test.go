@@ -1,4 +1,4 @@
-package storetest
+package nearcache_test
 
 import (
 	"context"
@@ -6,15 +6,65 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
-// NearCachesHearResets: two instances, each with a near cache over its own
+// The near cache against real servers, through both clients: it hears the
+// changes other instances make.
+
+// newStore returns a store on a new client of the server at addr.
+type newStore func(t *testing.T, addr string) backend.Store
+
+// onServers runs check on the package's Redis server through go-redis and
+// on its Valkey server through valkey-go.
+func onServers(t *testing.T, check func(t *testing.T, addr string, newStore newStore)) {
+	t.Run("redis", func(t *testing.T) {
+		check(t, testserver.Get(t, testserver.Redis).Addr, func(t *testing.T, addr string) backend.Store {
+			c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return redisStore(t, c)
+		})
+	})
+	t.Run("valkey", func(t *testing.T) {
+		check(t, testserver.Get(t, testserver.Valkey).Addr, func(t *testing.T, addr string) backend.Store {
+			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			s, err := valkey.New(c)
+			require.NoError(t, err)
+			return s
+		})
+	})
+}
+
+// limiter is a Limiter on s under p and prefix, with a budget for checks of
+// what is decided, not of time.
+func limiter(t *testing.T, s backend.Store, p ratelimit.Policy, prefix string) *ratelimit.Limiter {
+	l, err := ratelimit.New(s, p, ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(10*time.Second))
+	require.NoError(t, err)
+	return l
+}
+
+// prefix is a namespace no other check has used.
+func prefix() string { return fmt.Sprintf("nearcache:%d:", time.Now().UnixNano()) }
+
+// admin is a plain client of the server at addr (Redis and Valkey speak
+// the same protocol).
+func admin(t *testing.T, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestNearCachesHearResets: two instances, each with a near cache over its own
 // client of the server at addr, limit 5 per window. Instance A is at its
 // limit and answers denials from its cache; a Reset (then a Refund) made
 // through instance B must let A admit, under every algorithm, long before
@@ -22,7 +72,11 @@ import (
 // the cache kept denying for the rest of its RetryAfter. When A's
 // subscription is killed, A stops answering from its cache until it hears
 // the channel again.
-func NearCachesHearResets(t *testing.T, addr string, newStore NewStore) {
+func TestNearCachesHearResets(t *testing.T) {
+	onServers(t, nearCachesHearResets)
+}
+
+func nearCachesHearResets(t *testing.T, addr string, newStore newStore) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -111,13 +165,17 @@ func (s listenApart) Invalidations(ctx context.Context, changed func(prefix, key
 	return s.listen.Invalidations(ctx, changed)
 }
 
-// NearCacheDropsOvertakenDenials: instance A's denial is still on its way
+// TestNearCacheDropsOvertakenDenials: instance A's denial is still on its way
 // (its reply held at a gate) when B resets the key and A hears of it; the
 // denial then arrives. A must not cache it: it predates the Reset. Before
 // the cache compared generations, it cached the obsolete denial and served
 // it until its RetryAfter (here 100 days). The gate orders the events
 // exactly, whatever the machine's load.
-func NearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore NewStore) {
+func TestNearCacheDropsOvertakenDenials(t *testing.T) {
+	onServers(t, nearCacheDropsOvertakenDenials)
+}
+
+func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore newStore) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
