@@ -30,7 +30,7 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 	} {
 		for _, op := range []script.Op{script.Take, script.Peek, script.Refund} {
 			var got []string
-			for _, a := range s.args.For(req, op) {
+			for _, a := range s.c.args.For(req, op) {
 				got = append(got, fmt.Sprint(a))
 			}
 			require.Equal(t, script.Args(req, op), got)
@@ -42,10 +42,10 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 // string, which go-redis routes by; a single server's client gets pointers,
 // which go-redis writes as the strings and which cost no allocation.
 func TestKeysAreStringsWhereTheClientRoutesByThem(t *testing.T) {
-	require.False(t, newStore(t, goredis.NewClient(&goredis.Options{})).routed)
-	require.False(t, newStore(t, goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: "m"})).routed)
-	require.True(t, newStore(t, goredis.NewClusterClient(&goredis.ClusterOptions{})).routed)
-	require.True(t, newStore(t, goredis.NewRing(&goredis.RingOptions{})).routed)
+	require.False(t, newStore(t, goredis.NewClient(&goredis.Options{})).c.routed)
+	require.False(t, newStore(t, goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: "m"})).c.routed)
+	require.True(t, newStore(t, goredis.NewClusterClient(&goredis.ClusterOptions{})).c.routed)
+	require.True(t, newStore(t, goredis.NewRing(&goredis.RingOptions{})).c.routed)
 }
 
 // A nil client, or a replica ack out of bounds, is refused with an error.

@@ -23,7 +23,7 @@ type subscriber interface {
 // without Subscribe never hears.
 func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
 	l := script.NewListener(changed)
-	sub, ok := s.client.(subscriber)
+	sub, ok := s.c.client.(subscriber)
 	if !ok {
 		return l.Hearing
 	}
@@ -53,13 +53,11 @@ func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key stri
 	return l.Hearing
 }
 
-// changedKey tells the other processes' listeners of a change to key under
-// prefix. A failure is not the caller's: the change itself was made, and a
-// listener that missed it remembers no longer than its own bound.
-func (s *Store) changedKey(ctx context.Context, prefix, key string) {
-	if sub, ok := s.client.(subscriber); ok {
-		ctx, cancel := s.capped(ctx)
+// Publish implements script.Client: a PUBLISH on the channel of changes.
+func (c *conn) Publish(ctx context.Context, payload string) {
+	if sub, ok := c.client.(subscriber); ok {
+		ctx, cancel := c.capped(ctx)
 		defer cancel()
-		_ = sub.Publish(ctx, script.Channel, script.Change(prefix, key)).Err()
+		_ = sub.Publish(ctx, script.Channel, payload).Err()
 	}
 }

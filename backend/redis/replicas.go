@@ -12,7 +12,7 @@ import (
 )
 
 // Option configures a Store.
-type Option func(*Store)
+type Option func(*conn)
 
 // ErrNotReplicated is wrapped (with backend.ErrStore) by the error of a write
 // that fewer replicas than WithReplicaAck asks for acknowledged in time.
@@ -29,7 +29,7 @@ var ErrNotReplicated = script.ErrNotReplicated
 // every write (go run ./bench -replicas 1 measures it). replicas must be at
 // least 1 and timeout at least a millisecond, below the Limiter's budget.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return func(s *Store) { s.ackReplicas, s.ackTimeout = replicas, timeout }
+	return func(c *conn) { c.ackReplicas, c.ackTimeout = replicas, timeout }
 }
 
 // pipeliner is what WithReplicaAck needs of a client beyond Client: every
@@ -41,44 +41,44 @@ type pipeliner interface {
 // pipelineFor is the client to pipeline a write and its WAIT on: the
 // master of key's slot on a cluster (WAIT has no key to route it by), else
 // the store's client.
-func (s *Store) pipelineFor(ctx context.Context, key string) (pipeliner, error) {
-	if s.masterFor != nil {
-		return s.masterFor(ctx, script.Tag(key))
+func (c *conn) pipelineFor(ctx context.Context, key string) (pipeliner, error) {
+	if c.masterFor != nil {
+		return c.masterFor(ctx, script.Tag(key))
 	}
-	if p, ok := s.client.(pipeliner); ok {
+	if p, ok := c.client.(pipeliner); ok {
 		return p, nil
 	}
-	return nil, fmt.Errorf("the client %T has no Pipeline for WithReplicaAck: %w", s.client, backend.ErrStore)
+	return nil, fmt.Errorf("the client %T has no Pipeline for WithReplicaAck: %w", c.client, backend.ErrStore)
 }
 
 // ackedBy requires wait's reply to count the replicas asked for.
-func (s *Store) ackedBy(wait *goredis.Cmd) error {
+func (c *conn) ackedBy(wait *goredis.Cmd) error {
 	got, err := wait.Int64()
 	if err != nil {
 		return err
 	}
-	return script.Acked(got, int64(s.ackReplicas), s.ackTimeout)
+	return script.Acked(got, int64(c.ackReplicas), c.ackTimeout)
 }
 
 // deleteAcked deletes keys, the state of key, with WAIT in one pipeline.
-func (s *Store) deleteAcked(ctx context.Context, keys []string, key string) error {
-	target, err := s.pipelineFor(ctx, key)
+func (c *conn) deleteAcked(ctx context.Context, keys []string, key string) error {
+	target, err := c.pipelineFor(ctx, key)
 	if err != nil {
 		return err
 	}
 	pipe := target.Pipeline()
 	pipe.Del(ctx, keys...)
-	wait := pipe.Do(ctx, "wait", s.ackReplicas, s.ackTimeout.Milliseconds())
+	wait := pipe.Do(ctx, "wait", c.ackReplicas, c.ackTimeout.Milliseconds())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	return s.ackedBy(wait)
+	return c.ackedBy(wait)
 }
 
 // acked runs the script's words as cmd and WAIT in one pipeline on the
 // master of key's slot, and requires the replicas' acknowledgement.
-func (s *Store) acked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any, key string) ([]int64, error) {
-	target, err := s.pipelineFor(ctx, key)
+func (c *conn) acked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any, key string) ([]int64, error) {
+	target, err := c.pipelineFor(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (s *Store) acked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any
 		pipe := target.Pipeline()
 		*cmd = *goredis.NewIntSliceCmd(ctx, words...)
 		_ = pipe.Process(ctx, cmd)
-		wait := pipe.Do(ctx, "wait", s.ackReplicas, s.ackTimeout.Milliseconds())
+		wait := pipe.Do(ctx, "wait", c.ackReplicas, c.ackTimeout.Milliseconds())
 		_, err := pipe.Exec(ctx)
 		return wait, err
 	}
@@ -98,7 +98,7 @@ func (s *Store) acked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ackedBy(wait); err != nil {
+	if err := c.ackedBy(wait); err != nil {
 		return nil, err
 	}
 	return cmd.Val(), nil

@@ -20,7 +20,7 @@ func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key stri
 	l := script.NewListener(changed)
 	go func() {
 		for ctx.Err() == nil {
-			s.listen(ctx, l)
+			s.c.listen(ctx, l)
 			l.Lost()
 			select {
 			case <-ctx.Done():
@@ -29,18 +29,18 @@ func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key stri
 		}
 	}()
 	go l.Run(ctx, func(ctx context.Context, payload string) error {
-		return s.client.Do(ctx, s.client.B().Publish().Channel(script.Channel).Message(payload).Build()).Error()
+		return s.c.client.Do(ctx, s.c.client.B().Publish().Channel(script.Channel).Message(payload).Build()).Error()
 	})
 	return l.Hearing
 }
 
 // listen subscribes on a dedicated connection and feeds l until the
 // connection breaks or ctx is done.
-func (s *Store) listen(ctx context.Context, l *script.Listener) {
-	c, _ := s.client.Dedicate()
-	defer c.Close() // not back to the pool: the connection is subscribed
-	closed := c.SetPubSubHooks(vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) { l.Message(m.Message) }})
-	if err := c.Do(ctx, c.B().Subscribe().Channel(script.Channel).Build()).Error(); err != nil {
+func (c *conn) listen(ctx context.Context, l *script.Listener) {
+	dc, _ := c.client.Dedicate()
+	defer dc.Close() // not back to the pool: the connection is subscribed
+	closed := dc.SetPubSubHooks(vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) { l.Message(m.Message) }})
+	if err := dc.Do(ctx, dc.B().Subscribe().Channel(script.Channel).Build()).Error(); err != nil {
 		return
 	}
 	select {
@@ -49,9 +49,7 @@ func (s *Store) listen(ctx context.Context, l *script.Listener) {
 	}
 }
 
-// changedKey tells the other processes' listeners of a change to key under
-// prefix. A failure is not the caller's: the change itself was made, and a
-// listener that missed it remembers no longer than its own bound.
-func (s *Store) changedKey(ctx context.Context, prefix, key string) {
-	_ = s.client.Do(ctx, s.client.B().Publish().Channel(script.Channel).Message(script.Change(prefix, key)).Build()).Error()
+// Publish implements script.Client: a PUBLISH on the channel of changes.
+func (c *conn) Publish(ctx context.Context, payload string) {
+	_ = c.client.Do(ctx, c.client.B().Publish().Channel(script.Channel).Message(payload).Build()).Error()
 }

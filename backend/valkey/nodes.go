@@ -34,13 +34,15 @@ type nodes struct {
 // the master of the key's slot (valkey-go's slot of its hash tag) as
 // CLUSTER SLOTS said within about a second, read in the background. It is
 // "" for other clients, and until the layout is first read.
-func (s *Store) Node(prefix, key string) string {
-	if s.client.Mode() != vk.ClientModeCluster {
+func (s *Store) Node(prefix, key string) string { return s.c.node(key) }
+
+func (c *conn) node(key string) string {
+	if c.client.Mode() != vk.ClientModeCluster {
 		return ""
 	}
-	l := s.nodes.layout.Load()
-	if (l == nil || time.Since(l.read) > layoutAge) && s.nodes.reading.CompareAndSwap(false, true) {
-		go s.readLayout()
+	l := c.nodes.layout.Load()
+	if (l == nil || time.Since(l.read) > layoutAge) && c.nodes.reading.CompareAndSwap(false, true) {
+		go c.readLayout()
 	}
 	if l == nil {
 		return ""
@@ -56,11 +58,11 @@ func slot(tag string) uint16 {
 
 // readLayout reads CLUSTER SLOTS into a new layout; a failed read keeps the
 // old one.
-func (s *Store) readLayout() {
-	defer s.nodes.reading.Store(false)
+func (c *conn) readLayout() {
+	defer c.nodes.reading.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), layoutAge)
 	defer cancel()
-	ranges, err := s.client.Do(ctx, s.client.B().ClusterSlots().Build()).ToArray()
+	ranges, err := c.client.Do(ctx, c.client.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return
 	}
@@ -90,5 +92,5 @@ func (s *Store) readLayout() {
 			l.master[slot] = i
 		}
 	}
-	s.nodes.layout.Store(l)
+	c.nodes.layout.Store(l)
 }

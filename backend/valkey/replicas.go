@@ -11,7 +11,7 @@ import (
 )
 
 // Option configures a Store.
-type Option func(*Store)
+type Option func(*conn)
 
 // ErrNotReplicated is wrapped (with backend.ErrStore) by the error of a write
 // that fewer replicas than WithReplicaAck asks for acknowledged in time.
@@ -28,20 +28,20 @@ var ErrNotReplicated = script.ErrNotReplicated
 // 1 measures it). replicas must be at least 1 and timeout at least a
 // millisecond, below the Limiter's budget.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return func(s *Store) { s.ackReplicas, s.ackTimeout = replicas, timeout }
+	return func(c *conn) { c.ackReplicas, c.ackTimeout = replicas, timeout }
 }
 
 // execAcked runs the script and WAIT in one round trip to the master of
 // key's slot, and requires the replicas' acknowledgement.
-func (s *Store) execAcked(ctx context.Context, lua *script.Lua, keys, args []string, key string) ([]int64, error) {
+func (c *conn) execAcked(ctx context.Context, lua *script.Lua, keys, args []string, key string) ([]int64, error) {
 	run := func(eval bool) []vk.ValkeyResult {
 		var decide vk.Completed
 		if eval {
-			decide = s.client.B().Eval().Script(lua.Text).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			decide = c.client.B().Eval().Script(lua.Text).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 		} else {
-			decide = s.client.B().Evalsha().Sha1(lua.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			decide = c.client.B().Evalsha().Sha1(lua.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 		}
-		return s.client.DoMulti(ctx, decide, s.waitFor(key))
+		return c.client.DoMulti(ctx, decide, c.waitFor(key))
 	}
 	res := run(false)
 	if err := res[0].Error(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
@@ -51,29 +51,29 @@ func (s *Store) execAcked(ctx context.Context, lua *script.Lua, keys, args []str
 	if err != nil {
 		return nil, err
 	}
-	return reply, s.ackedBy(res[1])
+	return reply, c.ackedBy(res[1])
 }
 
 // waitFor is WAIT, routed to the node of key's state: it has no key of its
 // own.
-func (s *Store) waitFor(key string) vk.Completed {
-	return s.client.B().Wait().Numreplicas(int64(s.ackReplicas)).Timeout(s.ackTimeout.Milliseconds()).Build().SetSlot(script.Tag(key))
+func (c *conn) waitFor(key string) vk.Completed {
+	return c.client.B().Wait().Numreplicas(int64(c.ackReplicas)).Timeout(c.ackTimeout.Milliseconds()).Build().SetSlot(script.Tag(key))
 }
 
 // ackedBy requires WAIT's reply to count the replicas asked for.
-func (s *Store) ackedBy(wait vk.ValkeyResult) error {
+func (c *conn) ackedBy(wait vk.ValkeyResult) error {
 	got, err := wait.AsInt64()
 	if err != nil {
 		return err
 	}
-	return script.Acked(got, int64(s.ackReplicas), s.ackTimeout)
+	return script.Acked(got, int64(c.ackReplicas), c.ackTimeout)
 }
 
 // deleteAcked deletes keys, the state of key, with WAIT in one round trip.
-func (s *Store) deleteAcked(ctx context.Context, keys []string, key string) error {
-	res := s.client.DoMulti(ctx, s.client.B().Del().Key(keys...).Build(), s.waitFor(key))
+func (c *conn) deleteAcked(ctx context.Context, keys []string, key string) error {
+	res := c.client.DoMulti(ctx, c.client.B().Del().Key(keys...).Build(), c.waitFor(key))
 	if err := res[0].Error(); err != nil {
 		return err
 	}
-	return s.ackedBy(res[1])
+	return c.ackedBy(res[1])
 }

@@ -17,7 +17,7 @@
 // covers itself (see exec). A call that timed out may still have been decided
 // on the server. A panic of the client is returned as an
 // error wrapping backend.ErrStore. See package ratelimit for the clock
-// options and internal/script/keys.go for the key layout.
+// options and docs/keys.md for the key layout.
 package valkey
 
 import (
@@ -34,9 +34,20 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
-// Store is the Valkey backend.Store. It holds no state of its own and does
-// not own the client: close the client when done.
+// name begins every error of the store.
+const name = "ratelimit/valkey"
+
+// Store is the Valkey backend.Store: the shared Redis-protocol core
+// (script.Store) over valkey-go (conn). It holds no state of its own but a
+// cluster's layout, and does not own the client: close the client when
+// done.
 type Store struct {
+	core script.Store
+	c    *conn
+}
+
+// conn is script.Client through a valkey-go client.
+type conn struct {
 	client vk.Client
 	// ones are the scripts of one request by algorithm, allLua the one of
 	// TakeAll (script.For, script.All).
@@ -51,41 +62,39 @@ type Store struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
-	// noFunctions: the server has no functions, or the client cannot load
-	// them where it calls them; the store runs EVALSHA (see functions.go).
-	noFunctions atomic.Bool
 }
 
 // boundFor is how long after a timeout the store bounds its calls itself.
+// valkey-go honours the context's deadline, except when a connection's ring
+// of commands awaiting replies is full: a caller then waits for a slot
+// without looking at its context (rueidis issue 858). The ring fills only
+// with commands abandoned at their deadline, so for a while after a timeout
+// the store bounds each call itself (a goroutine per call); a healthy store
+// pays one atomic load.
 const boundFor = 10 * time.Second
 
-// exec runs the script. valkey-go honours the context's deadline, except
-// when a connection's ring of commands awaiting replies is full: a caller
-// then waits for a slot without looking at its context (rueidis issue 858).
-// The ring fills only with commands abandoned at their deadline, so for a
-// while after a timeout the store bounds each call itself (a goroutine per
-// call); a healthy store pays one atomic load.
 // execBounded runs the script on a goroutine of its own, returning when ctx
 // is done. It works on copies of keys and args, so that the healthy path's
 // stay on the stack.
-func (s *Store) execBounded(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+func (c *conn) execBounded(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	keys, args = slices.Clone(keys), slices.Clone(args)
-	return script.Bounded(ctx, "ratelimit/valkey", false, func(ctx context.Context) ([]int64, error) {
-		return s.call(ctx, lua, alg, keys, args)
+	return script.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
+		return c.call(ctx, lua, alg, keys, args)
 	})
 }
 
-// exec runs the script lua of alg (-1: All) on keys with args (see call).
-func (s *Store) exec(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+// exec runs the script lua of alg (-1: All; lua nil: alg's function) on
+// keys with args (see call), bounded by the store after a timeout.
+func (c *conn) exec(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	var reply []int64
 	var err error
-	if last := s.lastTimeout.Load(); last == 0 || time.Since(time.Unix(0, last)) >= boundFor {
-		reply, err = s.call(ctx, lua, alg, keys, args) // the healthy path: no closure
+	if last := c.lastTimeout.Load(); last == 0 || time.Since(time.Unix(0, last)) >= boundFor {
+		reply, err = c.call(ctx, lua, alg, keys, args) // the healthy path: no closure
 	} else {
-		reply, err = s.execBounded(ctx, lua, alg, keys, args)
+		reply, err = c.execBounded(ctx, lua, alg, keys, args)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		s.lastTimeout.Store(time.Now().UnixNano())
+		c.lastTimeout.Store(time.Now().UnixNano())
 	}
 	return reply, err
 }
@@ -95,114 +104,79 @@ func (s *Store) exec(ctx context.Context, lua *vk.Lua, alg int, keys, args []str
 // is an error wrapping backend.ErrInvalidArgument.
 func New(client vk.Client, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, fmt.Errorf("ratelimit/valkey: %w: nil client", backend.ErrInvalidArgument)
+		return nil, fmt.Errorf("%s: %w: nil client", name, backend.ErrInvalidArgument)
 	}
-	s := &Store{
-		client: client,
-		allLua: vk.NewLuaScript(script.All.Text),
-	}
-	for alg := range s.ones {
-		s.ones[alg] = vk.NewLuaScript(script.For(backend.Algorithm(alg)).Text)
+	c := &conn{client: client, allLua: vk.NewLuaScript(script.All.Text), args: script.NewStringArgs()}
+	for alg := range c.ones {
+		c.ones[alg] = vk.NewLuaScript(script.For(backend.Algorithm(alg)).Text)
 	}
 	for _, o := range opts {
-		o(s)
+		o(c)
 	}
-	if s.ackReplicas < 0 || (s.ackReplicas > 0 && s.ackTimeout < time.Millisecond) {
-		return nil, fmt.Errorf("ratelimit/valkey: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
-			backend.ErrInvalidArgument, s.ackReplicas, s.ackTimeout)
+	if c.ackReplicas < 0 || (c.ackReplicas > 0 && c.ackTimeout < time.Millisecond) {
+		return nil, fmt.Errorf("%s: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
+			name, backend.ErrInvalidArgument, c.ackReplicas, c.ackTimeout)
 	}
-	s.args = script.NewStringArgs()
-	return s, nil
+	oneServer := client.Mode() != vk.ClientModeCluster
+	return &Store{c: c, core: script.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: oneServer}}, nil
 }
 
 // Take implements backend.Store: one FCALL (or EVALSHA).
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, script.Take)
+	return s.core.Decide(ctx, req, script.Take)
 }
 
 // Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, script.Peek)
+	return s.core.Decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one FCALL (or EVALSHA), then a PUBLISH on
-// the channel of changes (see Invalidations).
+// Refund implements backend.RefundStore: one FCALL (or EVALSHA), then a
+// PUBLISH on the channel of changes (see Invalidations).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	out, err := s.decide(ctx, req, script.Refund)
-	if err == nil {
-		s.changedKey(ctx, req.Rule.Prefix(), req.Key)
-	}
-	return out, err
+	return s.core.Decide(ctx, req, script.Refund)
 }
 
-func (s *Store) decide(ctx context.Context, req backend.Request, op script.Op) (out backend.Outcome, err error) {
-	defer script.Recover("ratelimit/valkey", &err)
-	if err := req.Validate(); err != nil {
-		return backend.Outcome{}, fmt.Errorf("ratelimit/valkey: %w", err)
-	}
-	var reply []int64
-	if s.ackReplicas > 0 && op != script.Peek {
-		reply, err = s.execAcked(ctx, script.For(req.Rule.Algorithm()), script.Keys(req), s.args.For(req, op), req.Key)
-	} else {
-		reply, err = s.exec(ctx, s.ones[req.Rule.Algorithm()], int(req.Rule.Algorithm()), script.Keys(req), s.args.For(req, op))
-	}
-	if err == nil {
-		out, err = script.Outcome(reply)
-	}
-	if err != nil {
-		return backend.Outcome{}, fmt.Errorf("ratelimit/valkey: %w", script.WithContext(ctx, err))
-	}
-	return out, nil
-}
-
-// TakeAll implements backend.MultiStore: one request by its own script or
-// function, as Take but for a denial, which writes nothing (a Multi of one
-// policy: httplimit's, ratelimitd's one descriptor); several by one EVALSHA
-// for every request, whatever their keys, on a single server; on a cluster client, one for
-// requests on one caller's key (one hash tag), and for keys of several tags
-// a script per tag, sent at once, in two steps (script.TakeApart: a peek,
-// then a take if every one would admit), or, with WithReplicaAck, a refusal
-// (errors.ErrUnsupported).
-func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
-	defer script.Recover("ratelimit/valkey", &err)
-	if len(reqs) == 1 && len(outs) == 1 { // Multi of one policy: its own script (or function)
-		outs[0], err = s.decide(ctx, reqs[0], script.TakeQuiet)
-		return err
-	}
-	if err := script.TakeAll(ctx, reqs, outs, s.client.Mode() != vk.ClientModeCluster, s.ackReplicas == 0, s.all); err != nil {
-		return fmt.Errorf("ratelimit/valkey: %w", err)
-	}
-	return nil
-}
-
-// all runs the script of several requests on keys, with op, into outs.
-func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, outs []backend.Outcome) error {
-	var reply []int64
-	var err error
-	if s.ackReplicas > 0 && op != script.Peek {
-		reply, err = s.execAcked(ctx, script.All, keys, s.args.ForAllOp(reqs, op), reqs[0].Key)
-	} else {
-		reply, err = s.exec(ctx, s.allLua, -1, keys, s.args.ForAllOp(reqs, op))
-	}
-	if err != nil {
-		return err
-	}
-	return script.Outcomes(reply, outs)
+// TakeAll implements backend.MultiStore (see script.Store.TakeAll); a
+// cluster client decides together only the keys of one hash tag.
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	return s.core.TakeAll(ctx, reqs, outs)
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every
 // algorithm, then a PUBLISH on the channel of changes (see Invalidations).
-func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
-	defer script.Recover("ratelimit/valkey", &err)
-	_, err = script.Bounded(ctx, "ratelimit/valkey", s.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
-		if s.ackReplicas > 0 {
-			return struct{}{}, s.deleteAcked(ctx, script.AllKeys(prefix, key), key)
-		}
-		return struct{}{}, s.client.Do(ctx, s.client.B().Del().Key(script.AllKeys(prefix, key)...).Build()).Error()
-	})
-	if err != nil {
-		return fmt.Errorf("ratelimit/valkey: %w", err)
+func (s *Store) Reset(ctx context.Context, prefix, key string) error {
+	return s.core.Reset(ctx, prefix, key)
+}
+
+// Run implements script.Client: req's FCALL or EVALSHA.
+func (c *conn) Run(ctx context.Context, req backend.Request, op script.Op, fcall, acked bool) ([]int64, error) {
+	alg := req.Rule.Algorithm()
+	if acked {
+		return c.execAcked(ctx, script.For(alg), script.Keys(req), c.args.For(req, op), req.Key)
 	}
-	s.changedKey(ctx, prefix, key)
-	return nil
+	lua := c.ones[alg]
+	if fcall {
+		lua = nil
+	}
+	return c.exec(ctx, lua, int(alg), script.Keys(req), c.args.For(req, op))
+}
+
+// RunAll implements script.Client: the EVALSHA of All.
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, acked bool) ([]int64, error) {
+	if acked {
+		return c.execAcked(ctx, script.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
+	}
+	return c.exec(ctx, c.allLua, -1, keys, c.args.ForAllOp(reqs, op))
+}
+
+// Del implements script.Client: one DEL.
+func (c *conn) Del(ctx context.Context, keys []string, key string, acked bool) error {
+	_, err := script.Bounded(ctx, name, c.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
+		if acked {
+			return struct{}{}, c.deleteAcked(ctx, keys, key)
+		}
+		return struct{}{}, c.client.Do(ctx, c.client.B().Del().Key(keys...).Build()).Error()
+	})
+	return err
 }

@@ -131,3 +131,46 @@ func decideGroup(ctx context.Context, reqs []backend.Request, outs []backend.Out
 	}
 	return err
 }
+
+// CheckAll is Request.Validate for each of reqs, and checks that outs has
+// room for their outcomes.
+func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("%w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+	}
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KeysAll are the keys of several requests decided together, in the
+// script's order. On a cluster (anyKeys false) one script may touch them all
+// only if they share a hash tag: one caller's key under several policies;
+// otherwise it fails, wrapping ErrApart (and errors.ErrUnsupported: see
+// TakeApart). A single server (anyKeys) has no slots: any keys go together.
+// Either way each request must have state of its own (else
+// errors.ErrUnsupported).
+func KeysAll(reqs []backend.Request, anyKeys bool) ([]string, error) {
+	keys := make([]string, 0, len(reqs)+1)
+	apart := false
+	for i, req := range reqs {
+		apart = apart || req.Key != reqs[0].Key
+		for _, other := range reqs[:i] {
+			if other.Key == req.Key && other.Rule.Prefix() == req.Rule.Prefix() && other.Rule.Algorithm() == req.Rule.Algorithm() {
+				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
+			}
+		}
+		keys = AppendKeys(keys, req)
+	}
+	if apart && !anyKeys {
+		return nil, fmt.Errorf("%w: keys %q and others", ErrApart, reqs[0].Key)
+	}
+	return keys, nil
+}
+
+// ErrApart is KeysAll's error for requests on keys that may live on
+// different shards of a cluster. It wraps errors.ErrUnsupported.
+var ErrApart = fmt.Errorf("keys that may live on different shards: %w", errors.ErrUnsupported)

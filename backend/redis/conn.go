@@ -1,0 +1,183 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/script"
+)
+
+// conn is script.Client through a go-redis client.
+type conn struct {
+	client Client
+	// honoursContext: the client stops waiting for the server when the
+	// context is done (ContextTimeoutEnabled).
+	honoursContext bool
+	// readTimeout is the client's: a call must end by then (see capped).
+	readTimeout time.Duration
+	// args formats the scripts' arguments as go-redis takes them: numbers
+	// boxed once per policy (go-redis formats them), a cost up to 255 boxed
+	// without allocating.
+	args *script.ArgCache[any]
+	// reload asks a cluster client to re-read the cluster's layout (nil for
+	// other clients); see failed.
+	reload func(context.Context)
+	// routed: the client routes a command by its first key (a cluster or a
+	// ring), which go-redis reads only from a string. A key is otherwise
+	// sent as a *string, which go-redis writes as the string and which
+	// costs no allocation in an interface, where a string costs one.
+	routed bool
+	// masterFor names the master of a key's slot on a cluster client (nil
+	// for other clients); see Store.Node.
+	masterFor func(ctx context.Context, key string) (*goredis.Client, error)
+	// ackReplicas, if not 0, is how many replicas must acknowledge every
+	// write within ackTimeout (WithReplicaAck).
+	ackReplicas int
+	ackTimeout  time.Duration
+}
+
+// Run implements script.Client: req's FCALL or EVALSHA, with its words and
+// keys in one allocation.
+func (c *conn) Run(ctx context.Context, req backend.Request, op script.Op, fcall, acked bool) (reply []int64, err error) {
+	k := new(call)
+	keys := script.AppendKeys(k.keys[:0], req)
+	alg := req.Rule.Algorithm()
+	words := append(k.words[:0], evalsha, shas[alg], len(keys))
+	if fcall {
+		words[0], words[1] = fcallWord, functions[alg]
+	}
+	for i := range keys {
+		if i == 0 && c.routed {
+			words = append(words, keys[0]) // an allocation: see routed
+		} else {
+			words = append(words, &keys[i]) // a pointer in an interface: none
+		}
+	}
+	words = c.args.AppendFor(words, req, op)
+	ctx, cancel := c.capped(ctx)
+	defer cancel()
+	switch {
+	case acked:
+		reply, err = script.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
+			return c.acked(ctx, &k.cmd, words, req.Key)
+		})
+	case c.honoursContext: // the hot path: no closure
+		reply, err = c.send(ctx, &k.cmd, words)
+	default:
+		reply, err = script.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
+			return c.send(ctx, &k.cmd, words)
+		})
+	}
+	c.failed(err)
+	return reply, err
+}
+
+// RunAll implements script.Client: the EVALSHA of All.
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, acked bool) ([]int64, error) {
+	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.ArgsPerRequest), evalsha, allSHA, len(keys))
+	for _, k := range keys {
+		words = append(words, k)
+	}
+	words = append(words, c.args.ForAllOp(reqs, op)...)
+	cmd := new(goredis.IntSliceCmd)
+	ctx, cancel := c.capped(ctx)
+	defer cancel()
+	reply, err := script.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
+		if acked {
+			return c.acked(ctx, cmd, words, reqs[0].Key)
+		}
+		return c.send(ctx, cmd, words)
+	})
+	c.failed(err)
+	return reply, err
+}
+
+// Del implements script.Client: one DEL.
+func (c *conn) Del(ctx context.Context, keys []string, key string, acked bool) error {
+	ctx, cancel := c.capped(ctx)
+	defer cancel()
+	_, err := script.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) (int64, error) {
+		if acked {
+			return 0, c.deleteAcked(ctx, keys, key)
+		}
+		return c.client.Del(ctx, keys...).Result()
+	})
+	return err
+}
+
+// failed is told of every error. A cluster client re-reads the cluster's
+// layout only every 10 seconds or on a MOVED reply, and a master that died
+// answers neither: its keys would keep failing long after its replica took
+// over. On any error, a cluster client is asked to reload the layout (in
+// the background, at most every 200ms: go-redis's own cool-down), so that
+// the keys follow their slots to the new master within moments of the
+// failover.
+func (c *conn) failed(err error) {
+	if err != nil && c.reload != nil {
+		c.reload(context.Background())
+	}
+}
+
+// capped ends ctx no later than the client's read timeout. go-redis retries
+// a command whose reply timed out, but first waits on the caller's context:
+// a context that is done by then stops the retry. A decision is not
+// idempotent (the server may have recorded the first attempt), so it must
+// never be retried; the Limiter's time budget (100ms by default) is already
+// shorter than go-redis's read timeout, and this covers a longer one.
+func (c *conn) capped(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.readTimeout <= 0 {
+		return ctx, func() {}
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < c.readTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.readTimeout)
+}
+
+// call is one decision's FCALL or EVALSHA: the command, its words, and its
+// key, which the words point to. Its room for a second key and a word more
+// is kept: without it a sliding log's decision allocated once more
+// (TestAllocationsPerDecision).
+type call struct {
+	cmd   goredis.IntSliceCmd
+	words [3 + 2 + script.MaxArgs]any
+	keys  [2]string
+}
+
+// The words of an EVALSHA (the script of each algorithm, and the one of
+// TakeAll), and of the EVAL that replaces it after NOSCRIPT, boxed once.
+var (
+	evalsha, eval any = "evalsha", "eval"
+	shas              = func() (b [4]any) {
+		for alg := range b {
+			b[alg] = script.For(backend.Algorithm(alg)).SHA1
+		}
+		return b
+	}()
+	allSHA any = script.All.SHA1
+)
+
+// noScript turns words, an EVALSHA the server did not know, into the EVAL
+// of the same script.
+func noScript(words []any) {
+	words[0], words[1] = eval, script.Text(words[1].(string))
+}
+
+// send sends words, an FCALL or an EVALSHA, as cmd, routed by the first key
+// (the 4th word). After NOSCRIPT (a restart, a SCRIPT FLUSH) an EVALSHA
+// becomes the EVAL of its script.
+func (c *conn) send(ctx context.Context, cmd *goredis.IntSliceCmd, words []any) ([]int64, error) {
+	*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+	cmd.SetFirstKeyPos(3) // for a cluster client: the first key is the 4th word
+	err := c.client.Process(ctx, cmd)
+	if err != nil && words[0] == evalsha && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		noScript(words)
+		*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+		cmd.SetFirstKeyPos(3)
+		err = c.client.Process(ctx, cmd)
+	}
+	return cmd.Val(), err
+}

@@ -1,0 +1,125 @@
+package script
+
+import (
+	"strconv"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// The scripts' arguments: what each request sends, formatted once per
+// rule for the client library.
+
+// ArgsPerRequest is the number of arguments of each request in All
+// (decide.lua).
+const ArgsPerRequest = 8
+
+// MaxArgs is the most arguments For returns (one.lua's).
+const MaxArgs = ArgsPerRequest - 1
+
+// Op is what the script does with a request.
+type Op uint8
+
+const (
+	// Take decides and records an admitted request.
+	Take Op = iota
+	// Peek decides and records nothing.
+	Peek
+	// Refund gives quota back (Request.Cost of it).
+	Refund
+	// TakeQuiet is Take, but a denial writes nothing at all: a TakeAll of
+	// one request (see quiet in common.lua), which runs the request's own
+	// script (or function) rather than All.
+	TakeQuiet
+)
+
+// Args are the script's arguments for one request (For's), as strings.
+func Args(req backend.Request, op Op) []string {
+	return NewStringArgs().For(req, op)
+}
+
+// NewStringArgs is an ArgCache of the arguments as strings.
+func NewStringArgs() *ArgCache[string] {
+	return NewArgs(func(n int64) string { return strconv.FormatInt(n, 10) }, func(s string) string { return s })
+}
+
+// ArgCache builds the script's arguments in a client's own type (string for
+// valkey-go, any for go-redis), formatting what depends only on the rule
+// once per rule (kept with it: backend.Rule.Own) rather than once per
+// decision. Safe for concurrent use.
+type ArgCache[T any] struct {
+	format      func(int64) T
+	str         func(string) T
+	serverClock T // the "now" that asks for the server's TIME; the empty string
+	ops         [4]T
+}
+
+// ruleArgs are the arguments of a rule.
+type ruleArgs[T any] struct {
+	alg      T
+	retainMS T
+	// policy is limit and window, or for GCRA burst, unit and drain.
+	policy []T
+}
+
+// NewArgs returns an ArgCache formatting numbers with format and strings
+// with str.
+func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
+	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
+		ops: [4]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet")}}
+}
+
+// For returns the arguments of one request.
+func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
+	return c.AppendFor(make([]T, 0, MaxArgs), req, op)
+}
+
+// AppendFor appends the arguments of one request to args, as For returns
+// them.
+func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
+	ra := c.ruleArgs(req.Rule)
+	return append(c.appendArgs(args, req, op, ra), ra.policy...)
+}
+
+// ForAll returns the arguments of several requests taken together.
+func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T { return c.ForAllOp(reqs, Take) }
+
+// ForAllOp returns the arguments of several requests decided together with
+// op: Take (TakeAll) or Peek (every one peeked, nothing written).
+func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
+	args := make([]T, 0, ArgsPerRequest*len(reqs))
+	for _, req := range reqs {
+		ra := c.ruleArgs(req.Rule)
+		args = append(c.appendArgs(append(args, ra.alg), req, op, ra), ra.policy...)
+		if len(ra.policy) == 2 {
+			args = append(args, c.serverClock) // the empty string: no third number
+		}
+	}
+	return args
+}
+
+// algorithmArgs are the names of the algorithms in All.
+var algorithmArgs = [...]string{backend.SlidingWindow: "sw", backend.FixedWindow: "fw",
+	backend.SlidingWindowCounter: "swc", backend.GCRA: "gcra"}
+
+// appendArgs appends op, now, cost and the retention.
+func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op, ra *ruleArgs[T]) []T {
+	now := c.serverClock
+	if req.Now != 0 {
+		now = c.format(req.Now)
+	}
+	return append(args, c.ops[op], now, c.format(req.Cost), ra.retainMS)
+}
+
+// ruleArgs are rule's arguments, made once per rule and kept with it.
+func (c *ArgCache[T]) ruleArgs(rule *backend.Rule) *ruleArgs[T] {
+	return rule.Own(c, func(rule *backend.Rule) any {
+		r := rule.Rate()
+		ra := &ruleArgs[T]{alg: c.str(algorithmArgs[rule.Algorithm()]), retainMS: c.format((rule.Retain() + 999) / 1000)}
+		if rule.Algorithm() == backend.GCRA {
+			ra.policy = []T{c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)}
+		} else {
+			ra.policy = []T{c.format(r.Limit), c.format(r.Window)}
+		}
+		return ra
+	}).(*ruleArgs[T])
+}

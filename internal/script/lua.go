@@ -1,0 +1,117 @@
+// Package script is the Redis-protocol core shared by the Redis and Valkey
+// backends, which are each a Client of it over their client library. One
+// job per file:
+//
+//   - lua.go: the Lua scripts that make each decision (one file per
+//     algorithm; a request runs its algorithm's script alone, For, several
+//     together all of them, All); library.go: the same as a function
+//     library (FCALL);
+//   - keys.go: the key layout (docs/keys.md describes it);
+//   - args.go and reply.go: the scripts' arguments and replies;
+//   - store.go: the store's flow whatever the client (Store, Client);
+//   - apart.go: several requests on keys of several shards (TakeAll);
+//   - changes.go: the channel of changes a near cache listens to;
+//   - replicas.go: the replicas' acknowledgement (WAIT);
+//   - call.go: guards on a client's call (context, panic, a client that
+//     does not watch its context).
+package script
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+var (
+	//go:embed common.lua
+	common string
+	//go:embed sliding.lua
+	slidingLong string
+	//go:embed short.lua
+	slidingShort string
+	//go:embed fixed.lua
+	fixed string
+	//go:embed counter.lua
+	counter string
+	//go:embed gcra.lua
+	gcra string
+	//go:embed decide.lua
+	decide string
+	//go:embed one.lua
+	one string
+	//go:embed state.lua
+	state string
+
+	// sliding is the sliding log's functions, both forms.
+	sliding = slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
+
+	// The bodies of the O(1) algorithms, each after the read of its state.
+	fixedBody, counterBody, gcraBody = state + fixed, state + counter, state + gcra
+
+	// prelude is common.lua with the bounds of package backend and the TTL
+	// slack written in.
+	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
+		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack), 1)
+
+	// All decides one request or several together (TakeAll), under any
+	// algorithm: common.lua, the sliding log's functions, a function around
+	// each other algorithm's body, then decide.lua.
+	All = newLua(prelude + sliding + function("fixed", fixedBody) + function("counter", counterBody) + function("gcra", gcraBody) + decide)
+
+	// ones are the scripts of one request (Take, Peek, Refund), by
+	// algorithm: the server runs a script's whole text on every call, so
+	// each holds its algorithm's only, and but for the sliding log's, as
+	// the script's own body: a call creates no closure (the server's time
+	// per decision: docs/figures.md).
+	ones = [...]*Lua{
+		backend.SlidingWindow:        newLua(prelude + sliding + one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n"),
+		backend.FixedWindow:          newLua(prelude + one + fixedBody),
+		backend.SlidingWindowCounter: newLua(prelude + one + counterBody),
+		backend.GCRA:                 newLua(prelude + one + gcraBody),
+	}
+
+	byName = func() map[string]string {
+		m := map[string]string{All.SHA1: All.Text}
+		for _, l := range ones {
+			m[l.SHA1] = l.Text
+		}
+		return m
+	}()
+)
+
+// function wraps the body of an algorithm (its file) in a function of the
+// variables one.lua gives a body, created once per call of All.
+func function(name, body string) string {
+	return "local function " + name + "(ka, op, now, cost, retain, p1, p2, p3, own_clock)\n" + body + "end\n"
+}
+
+// Lua is one script: its text, and its name for EVALSHA (the hex SHA-1 of
+// the text).
+type Lua struct{ Text, SHA1 string }
+
+func newLua(text string) *Lua {
+	h := sha1.Sum([]byte(text))
+	return &Lua{Text: text, SHA1: hex.EncodeToString(h[:])}
+}
+
+// For is the script deciding one request under alg (Take, Peek, Refund),
+// with the arguments For and AppendFor make; several requests together
+// (TakeAll) take All.
+func For(alg backend.Algorithm) *Lua { return ones[alg] }
+
+// Scripts are every script: All, then one per algorithm.
+func Scripts() []*Lua { return append([]*Lua{All}, ones[:]...) }
+
+// Text is the text of the script named sha (for EVAL after NOSCRIPT), or "".
+func Text(sha string) string { return byName[sha] }
+
+// TTLSlack is backend.KeepSlack in ms: how much longer than its life and
+// retention a key lives after its last write. The TTL counts from the
+// write on the server's clock, while a decision may be on the caller's.
+const TTLSlack = int64(backend.KeepSlack / time.Millisecond)

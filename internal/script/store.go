@@ -1,0 +1,150 @@
+package script
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// Client is what a Redis-protocol store does through its client library:
+// run a script, load the library, delete keys, publish a change. Each
+// method bounds its call as its library needs (a deadline the client may
+// not honour, a retry to prevent) and returns the server's reply.
+type Client interface {
+	// Run runs req's script for op: the FCALL of its algorithm's function
+	// when fcall, else its EVALSHA (and EVAL after NOSCRIPT); with acked,
+	// the EVALSHA and WAIT in one round trip to the master of req's key.
+	Run(ctx context.Context, req backend.Request, op Op, fcall, acked bool) ([]int64, error)
+	// RunAll runs All for reqs on keys (KeysAll) for op by EVALSHA; with
+	// acked, with WAIT on the master of reqs[0]'s key.
+	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op Op, acked bool) ([]int64, error)
+	// LoadLibrary loads Library on the server that decides req's key. A
+	// library already there is loaded; refused says the server answered
+	// with a refusal, as opposed to not answering.
+	LoadLibrary(ctx context.Context, req backend.Request) (refused bool, err error)
+	// Del deletes keys, the state of key; with acked, with WAIT.
+	Del(ctx context.Context, keys []string, key string, acked bool) error
+	// Publish sends payload on Channel; a failure is not reported (see
+	// Store.changed).
+	Publish(ctx context.Context, payload string)
+}
+
+// Store is the part of a Redis-protocol store that is the same whatever
+// the client library: validation, a function or a script, the replicas'
+// acknowledgement, the reply, TakeAll's plan, and the news of a change. A
+// backend is its Client and what its library alone knows (a cluster's
+// layout, a subscription).
+type Store struct {
+	// Name begins every error: "ratelimit/redis".
+	Name   string
+	Client Client
+	// Acked makes every write wait for the replicas (WithReplicaAck).
+	Acked bool
+	// OneServer says every key is on one server (not a cluster or a
+	// ring): TakeAll then runs one script for any keys.
+	OneServer bool
+	// noFunctions: the server has no functions, or the client cannot load
+	// them where it calls them; decisions run EVALSHA.
+	noFunctions atomic.Bool
+}
+
+// Decide makes req's decision for op: one FCALL (or EVALSHA), then, for a
+// Refund, the news of the change.
+func (s *Store) Decide(ctx context.Context, req backend.Request, op Op) (out backend.Outcome, err error) {
+	defer Recover(s.Name, &err)
+	if err := req.Validate(); err != nil {
+		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	reply, err := s.run(ctx, req, op)
+	if err == nil {
+		out, err = Outcome(reply)
+	}
+	if err != nil {
+		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
+	}
+	if op == Refund {
+		s.changed(ctx, req.Rule.Prefix(), req.Key)
+	}
+	return out, nil
+}
+
+// run runs req's script: as the FCALL of its function while the server
+// may have functions, loading the library where req's key is decided when
+// it does not have it yet; else, and for a write the replicas acknowledge,
+// as EVALSHA.
+func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, error) {
+	acked := s.Acked && op != Peek
+	if acked || s.noFunctions.Load() {
+		return s.Client.Run(ctx, req, op, false, acked)
+	}
+	reply, err := s.Client.Run(ctx, req, op, true, false)
+	refused := false
+	if FunctionMissing(err) {
+		var lerr error
+		refused, lerr = s.Client.LoadLibrary(ctx, req)
+		switch {
+		case lerr == nil:
+			reply, err = s.Client.Run(ctx, req, op, true, false)
+		case !refused: // no answer: the call fails as any would
+			return nil, lerr
+		}
+	}
+	if !refused && !NoFunctions(err) && !FunctionMissing(err) {
+		return reply, err
+	}
+	// A server without functions (before Redis 7), an ACL that forbids
+	// them, a library the server refused, or one loaded yet not found where
+	// the call went (a ring client routes FUNCTION LOAD elsewhere): EVALSHA
+	// from now on.
+	s.noFunctions.Store(true)
+	return s.Client.Run(ctx, req, op, false, false)
+}
+
+// TakeAll implements backend.MultiStore: one request by its own script or
+// function, as Take but for a denial, which writes nothing (a Multi of one
+// policy: httplimit's, ratelimitd's one descriptor); several by one EVALSHA
+// for every request, whatever their keys, on one server; on a cluster or a
+// ring, one for requests on one caller's key (one hash tag), and for keys
+// of several tags a script per tag, sent at once, in two steps (TakeApart:
+// a peek, then a take if every one would admit), or, when Acked, a refusal
+// (errors.ErrUnsupported).
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
+	defer Recover(s.Name, &err)
+	if len(reqs) == 1 && len(outs) == 1 {
+		outs[0], err = s.Decide(ctx, reqs[0], TakeQuiet)
+		return err
+	}
+	if err := TakeAll(ctx, reqs, outs, s.OneServer, !s.Acked, s.all); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// all runs All for reqs on keys, with op, into outs.
+func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op Op, outs []backend.Outcome) error {
+	reply, err := s.Client.RunAll(ctx, reqs, keys, op, s.Acked && op != Peek)
+	if err != nil {
+		return err
+	}
+	return Outcomes(reply, outs)
+}
+
+// Reset deletes key's state under every algorithm in one DEL, then tells
+// of the change.
+func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
+	defer Recover(s.Name, &err)
+	if err := s.Client.Del(ctx, AllKeys(prefix, key), key, s.Acked); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	s.changed(ctx, prefix, key)
+	return nil
+}
+
+// changed tells the other processes' listeners of a change to key under
+// prefix. A failure is not the caller's: the change itself was made, and a
+// listener that missed it remembers no longer than its own bound.
+func (s *Store) changed(ctx context.Context, prefix, key string) {
+	s.Client.Publish(ctx, Change(prefix, key))
+}
