@@ -49,7 +49,13 @@ type maker struct {
 // the same whatever its length.
 const budget = 10 * time.Second
 
-// ours is this library on store (fresh for each open) under alg.
+// ours is this library on store (fresh for each open) under alg. It is
+// not inlined, so that its closure calls Allow as a user's function
+// does: Go inlines Allow into a closure, but not into the clone of a closure
+// that inlining ours into its caller makes (the call then returns the
+// Decision through memory, a copy more).
+//
+//go:noinline
 func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, func(), error)) maker {
 	return maker{name: name, open: func(limit int, window time.Duration, ns string) (contender, error) {
 		s, closeStore, err := store()
