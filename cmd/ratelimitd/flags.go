@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
 )
 
 // options are the command line's; each flag may also come from the
@@ -26,6 +28,8 @@ type options struct {
 	reload    time.Duration
 	logLevel  slog.Level
 	logJSON   bool
+	// maxDescriptors and maxEntries bound each request (service.Limits).
+	maxDescriptors, maxEntries int
 }
 
 // errUsage is a command line that cannot run; main exits 2 on it.
@@ -45,6 +49,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
+	fs.IntVar(&o.maxDescriptors, "max-descriptors", service.DefaultMaxDescriptors, "descriptors a request may carry; more is InvalidArgument (400) at once")
+	fs.IntVar(&o.maxEntries, "max-entries", service.DefaultMaxEntries, "entries a descriptor may carry; more is InvalidArgument (400) at once")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +76,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
+	case o.maxDescriptors < 1 || o.maxEntries < 1:
+		return o, fmt.Errorf("%w: -max-descriptors and -max-entries must be at least 1", errUsage)
 	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0:
 		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain and -reload-every cannot be negative (-timeout not 0)", errUsage)
 	}

@@ -19,7 +19,8 @@ func TestFlagsComeFromTheCommandLineOrTheEnvironment(t *testing.T) {
 	o, err := parseFlags([]string{"-config", "c.yaml"}, env(nil), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, options{config: "c.yaml", grpcAddr: ":8081", httpAddr: ":8080", store: "memory", instances: 1,
-		nearCache: 10_000, timeout: 100 * time.Millisecond, drain: 10 * time.Second, reload: time.Second}, o, "the defaults")
+		nearCache: 10_000, timeout: 100 * time.Millisecond, drain: 10 * time.Second, reload: time.Second,
+		maxDescriptors: 64, maxEntries: 16}, o, "the defaults")
 
 	o, err = parseFlags([]string{"-instances", "3"}, env(map[string]string{
 		"RATELIMITD_CONFIG": "/etc/rl", "RATELIMITD_STORE": "redis://r:6379", "RATELIMITD_INSTANCES": "9",

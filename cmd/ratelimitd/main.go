@@ -88,6 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	reg.MustRegister(detailed)
 	svc, err := service.New(st.top, cfg, service.Options{
 		Limiter: []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
+		Limits:  service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
 		Detailed: func(d service.Detail) {
 			result := "allowed"
 			switch {

@@ -141,17 +141,21 @@ func denied(ctx context.Context, c check) (ratelimit.Decision, error) {
 }
 
 // together reports whether checks can be one Multi decision: one cost, and
-// no two on the same key of the same rule.
+// no two on the same key of the same rule. Linear in the checks.
 func together(checks []check) bool {
-	for i, c := range checks {
+	type at struct {
+		limiter *ratelimit.Limiter
+		key     string
+	}
+	seen := make(map[at]struct{}, len(checks))
+	for _, c := range checks {
 		if c.cost != checks[0].cost {
 			return false
 		}
-		for _, o := range checks[:i] {
-			if o.limiter == c.limiter && o.key == c.key {
-				return false
-			}
+		if _, dup := seen[at{c.limiter, c.key}]; dup {
+			return false
 		}
+		seen[at{c.limiter, c.key}] = struct{}{}
 	}
 	return true
 }

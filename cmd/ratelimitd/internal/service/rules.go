@@ -102,7 +102,11 @@ func (rs *ruleSet) match(req Request, i int, d Descriptor) (check, error) {
 	if c.rule == nil || c.rule.Unlimited {
 		return c, nil
 	}
-	c.key = key(req.Domain, d.Entries, shared, d.Override != nil)
+	var unit config.Unit // 0: the tree's rule
+	if d.Override != nil {
+		unit = d.Override.Unit
+	}
+	c.key = key(req.Domain, d.Entries, shared, unit)
 	if len(c.key) > ratelimit.MaxKeyLen {
 		return c, fmt.Errorf("%w: descriptor %d is %d bytes, more than %d", ErrBadRequest, i, len(c.key), ratelimit.MaxKeyLen)
 	}
@@ -137,15 +141,19 @@ func (rs *ruleSet) override(o Override) (overridden, error) {
 // key is a descriptor's key in the store: the domain and every entry, each
 // length-prefixed so that no two descriptors write the same key whatever
 // bytes their values hold ("api", user=alice → "3:api|4:user=5:alice").
-// An override's counter is apart from the tree's.
-func key(domain string, entries []config.Entry, shared []string, override bool) string {
+// An override's counter is apart from the tree's, and apart for each unit
+// ("o3|" for an hour): an override of 3 per hour once shared its counter
+// with one of 1000 per second on the same descriptor.
+func key(domain string, entries []config.Entry, shared []string, override config.Unit) string {
 	n := len(domain) + 4
 	for _, e := range entries {
 		n += len(e.Key) + len(e.Value) + 12
 	}
 	b := make([]byte, 0, n)
-	if override {
-		b = append(b, "o|"...)
+	if override != 0 {
+		b = append(b, 'o')
+		b = strconv.AppendInt(b, int64(override), 10)
+		b = append(b, '|')
 	}
 	b = appendPart(b, domain)
 	for i, e := range entries {

@@ -87,7 +87,25 @@ type Service struct {
 	detailed func(Detail)
 	rules    atomic.Pointer[ruleSet]
 	prefix   string
+	limits   Limits
 }
+
+// Limits bound the work one request may ask for: a request beyond them is
+// refused at once (ErrBadRequest: InvalidArgument, 400), before any
+// matching or store call. The defaults are far above what Envoy's route
+// actions produce (a descriptor per action, an entry per key).
+type Limits struct {
+	// Descriptors per request (default DefaultMaxDescriptors).
+	Descriptors int
+	// Entries per descriptor (default DefaultMaxEntries).
+	Entries int
+}
+
+// The default Limits.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 16
+)
 
 // Options configure a Service.
 type Options struct {
@@ -97,6 +115,8 @@ type Options struct {
 	// Detailed, when set, is called with every decision of a rule marked
 	// detailed_metric (or value_to_metric): metrics per descriptor value.
 	Detailed func(Detail)
+	// Limits bound each request's work; zero fields take the defaults.
+	Limits Limits
 }
 
 // Detail is one decision of a detailed rule.
@@ -115,7 +135,16 @@ func New(store backend.Store, cfg *config.Config, o Options) (*Service, error) {
 	if store == nil || cfg == nil {
 		return nil, fmt.Errorf("%w: nil store or config", ratelimit.ErrInvalidArgument)
 	}
-	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix}
+	if o.Limits.Descriptors < 0 || o.Limits.Entries < 0 {
+		return nil, fmt.Errorf("%w: negative limits %+v", ratelimit.ErrInvalidArgument, o.Limits)
+	}
+	if o.Limits.Descriptors == 0 {
+		o.Limits.Descriptors = DefaultMaxDescriptors
+	}
+	if o.Limits.Entries == 0 {
+		o.Limits.Entries = DefaultMaxEntries
+	}
+	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix, limits: o.Limits}
 	rs, err := s.newRuleSet(cfg)
 	if err != nil {
 		return nil, err
@@ -148,7 +177,7 @@ const maxCost = math.MaxInt32
 // no degraded mode to stand in) is an error wrapping ErrStore.
 func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 	rs := s.rules.Load()
-	if err := validate(req); err != nil {
+	if err := s.validate(req); err != nil {
 		return Result{}, err
 	}
 	if !rs.cfg.HasDomain(req.Domain) {
@@ -203,22 +232,30 @@ func (s *Service) report(req Request, res Result) {
 	}
 }
 
-func validate(req Request) error {
+func (s *Service) validate(req Request) error {
 	switch {
 	case req.Domain == "":
 		return fmt.Errorf("%w: the domain is empty", ErrBadRequest)
 	case len(req.Descriptors) == 0:
 		return fmt.Errorf("%w: no descriptors", ErrBadRequest)
+	case len(req.Descriptors) > s.limits.Descriptors:
+		return fmt.Errorf("%w: %d descriptors, more than %d", ErrBadRequest, len(req.Descriptors), s.limits.Descriptors)
 	case req.Cost > maxCost:
 		return fmt.Errorf("%w: cost %d over %d", ErrBadRequest, req.Cost, maxCost)
 	}
 	for i, d := range req.Descriptors {
-		if len(d.Entries) == 0 {
+		switch {
+		case len(d.Entries) == 0:
 			return fmt.Errorf("%w: descriptor %d has no entries", ErrBadRequest, i)
+		case len(d.Entries) > s.limits.Entries:
+			return fmt.Errorf("%w: descriptor %d has %d entries, more than %d", ErrBadRequest, i, len(d.Entries), s.limits.Entries)
 		}
 		for _, e := range d.Entries {
-			if e.Key == "" {
+			switch {
+			case e.Key == "":
 				return fmt.Errorf("%w: descriptor %d has an entry with an empty key", ErrBadRequest, i)
+			case len(e.Key)+len(e.Value) > ratelimit.MaxKeyLen:
+				return fmt.Errorf("%w: descriptor %d has an entry of %d bytes, more than a key may hold", ErrBadRequest, i, len(e.Key)+len(e.Value))
 			}
 		}
 		if d.Cost > maxCost {
