@@ -187,9 +187,12 @@ func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) (
 }
 
 // takePlain is AllowN's hot path: an in-process store on its own clock,
-// nothing to observe. The request is a few words built in place, and the
-// Decision is written once, into the caller's, not copied from frame to
-// frame (docs/figures.md measures it); *d is left zero on an error.
+// nothing to observe, so nothing to settle (no failure mode, no dry run,
+// no time budget, no latency to measure). It builds the request in place
+// rather than through request, whose policy lookup and returned Request
+// cost a quarter of a decision here (interleaved runs of bench/peers'
+// denying-1: 93-129 ns against 68-107), and writes the Decision once, into
+// the caller's; *d is left zero on an error.
 func (l *Limiter) takePlain(ctx context.Context, key string, n int, d *Decision) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
