@@ -190,9 +190,8 @@ func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) (
 // nothing to observe, so nothing to settle (no failure mode, no dry run,
 // no time budget, no latency to measure). It builds the request in place
 // rather than through request, whose policy lookup and returned Request
-// cost a quarter of a decision here (interleaved runs of bench/peers'
-// denying-1: 93-129 ns against 68-107), and writes the Decision once, into
-// the caller's; *d is left zero on an error.
+// cost about a quarter of a decision here (docs/figures.md), and writes the
+// Decision once, into the caller's; *d is left zero on an error.
 func (l *Limiter) takePlain(ctx context.Context, key string, n int, d *Decision) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
