@@ -30,6 +30,11 @@ type options struct {
 	logJSON   bool
 	// maxDescriptors and maxEntries bound each request (service.Limits).
 	maxDescriptors, maxEntries int
+	// httpTimeout bounds reading a request and writing its answer;
+	// httpIdle, a kept-alive connection's wait for its next request;
+	// httpConns, the HTTP connections open at once (0: no bound).
+	httpTimeout, httpIdle time.Duration
+	httpConns             int
 }
 
 // errUsage is a command line that cannot run; main exits 2 on it.
@@ -51,6 +56,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
 	fs.IntVar(&o.maxDescriptors, "max-descriptors", service.DefaultMaxDescriptors, "descriptors a request may carry; more is InvalidArgument (400) at once")
 	fs.IntVar(&o.maxEntries, "max-entries", service.DefaultMaxEntries, "entries a descriptor may carry; more is InvalidArgument (400) at once")
+	fs.DurationVar(&o.httpTimeout, "http-timeout", 10*time.Second, "HTTP: bound on reading a request (headers and body) and on writing its answer")
+	fs.DurationVar(&o.httpIdle, "http-idle-timeout", time.Minute, "HTTP: how long a kept-alive connection may wait for its next request")
+	fs.IntVar(&o.httpConns, "http-max-conns", 1024, "HTTP connections open at once; more wait to be accepted (the gRPC listener is apart; 0: no bound)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +84,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
+	case o.httpTimeout <= 0 || o.httpIdle <= 0 || o.httpConns < 0:
+		return o, fmt.Errorf("%w: -http-timeout and -http-idle-timeout must be positive, -http-max-conns not negative", errUsage)
 	case o.maxDescriptors < 1 || o.maxEntries < 1:
 		return o, fmt.Errorf("%w: -max-descriptors and -max-entries must be at least 1", errUsage)
 	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0:

@@ -7,6 +7,7 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.10.0
+	golang.org/x/net v0.42.0
 	google.golang.org/grpc v1.75.1
 	google.golang.org/protobuf v1.36.10
 	gopkg.in/yaml.v3 v3.0.1
@@ -34,7 +35,6 @@ require (
 	github.com/rogpeppe/go-internal v1.12.0 // indirect
 	github.com/valkey-io/valkey-go v1.0.69
 	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/net v0.42.0 // indirect
 	golang.org/x/sys v0.34.0 // indirect
 	golang.org/x/text v0.27.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250728155136-f173205681a0 // indirect

@@ -20,12 +20,12 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -119,7 +119,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	var draining atomic.Bool
-	hsrv := &http.Server{Handler: routes(svc, reg, &draining), ReadHeaderTimeout: 10 * time.Second}
+	// Every HTTP connection ends: one that sends nothing, or too slowly,
+	// is closed after -http-timeout, an idle one after -http-idle-timeout,
+	// and at most -http-max-conns are open, so a client holding
+	// connections cannot take the file descriptors Envoy's gRPC
+	// connections need.
+	hsrv := &http.Server{Handler: routes(svc, reg, &draining), ReadHeaderTimeout: o.httpTimeout,
+		ReadTimeout: o.httpTimeout, WriteTimeout: o.httpTimeout, IdleTimeout: o.httpIdle}
+	if o.httpConns > 0 {
+		httpLis = netutil.LimitListener(httpLis, o.httpConns)
+	}
 
 	errs := make(chan error, 2)
 	go func() { errs <- gs.Serve(grpcLis) }()
