@@ -35,6 +35,9 @@ type options struct {
 	// httpConns, the HTTP connections open at once (0: no bound).
 	httpTimeout, httpIdle time.Duration
 	httpConns             int
+	// detailedValues bounds the descriptor values a detailed_metric rule
+	// has series for.
+	detailedValues int
 }
 
 // errUsage is a command line that cannot run; main exits 2 on it.
@@ -59,6 +62,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.httpTimeout, "http-timeout", 10*time.Second, "HTTP: bound on reading a request (headers and body) and on writing its answer")
 	fs.DurationVar(&o.httpIdle, "http-idle-timeout", time.Minute, "HTTP: how long a kept-alive connection may wait for its next request")
 	fs.IntVar(&o.httpConns, "http-max-conns", 1024, "HTTP connections open at once; more wait to be accepted (the gRPC listener is apart; 0: no bound)")
+	fs.IntVar(&o.detailedValues, "detailed-max-values", 1000, "descriptor values a detailed_metric rule has series for; later ones are counted under descriptor=\"other\"")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +88,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
+	case o.detailedValues < 1:
+		return o, fmt.Errorf("%w: -detailed-max-values must be at least 1", errUsage)
 	case o.httpTimeout <= 0 || o.httpIdle <= 0 || o.httpConns < 0:
 		return o, fmt.Errorf("%w: -http-timeout and -http-idle-timeout must be positive, -http-max-conns not negative", errUsage)
 	case o.maxDescriptors < 1 || o.maxEntries < 1:

@@ -81,24 +81,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			return err
 		}
 	}
-	detailed := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ratelimitd_detailed_decisions_total",
-		Help: "Decisions of the rules marked detailed_metric, per descriptor value.",
-	}, []string{"rule", "descriptor", "result"})
-	reg.MustRegister(detailed)
+	detailed := newDetailedMetrics(reg, o.detailedValues)
 	svc, err := service.New(st.top, cfg, service.Options{
-		Limiter: []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
-		Limits:  service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
-		Detailed: func(d service.Detail) {
-			result := "allowed"
-			switch {
-			case d.Status.Shadowed:
-				result = "shadow_over_limit"
-			case d.Status.OverLimit:
-				result = "over_limit"
-			}
-			detailed.WithLabelValues(d.Rule, d.Descriptor, result).Inc()
-		},
+		Limiter:  []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
+		Limits:   service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
+		Detailed: detailed.observe,
 	})
 	if err != nil {
 		return err
