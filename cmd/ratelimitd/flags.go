@@ -26,6 +26,7 @@ type options struct {
 	timeout   time.Duration
 	drain     time.Duration
 	reload    time.Duration
+	settle    time.Duration // a changed configuration must hold still this long
 	logLevel  slog.Level
 	logJSON   bool
 	// maxDescriptors and maxEntries bound each request (service.Limits).
@@ -57,6 +58,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
+	fs.DurationVar(&o.settle, "reload-settle", 3*time.Second, "a changed configuration is applied once unchanged this long, never half-written")
 	fs.IntVar(&o.maxDescriptors, "max-descriptors", service.DefaultMaxDescriptors, "descriptors a request may carry; more is InvalidArgument (400) at once")
 	fs.IntVar(&o.maxEntries, "max-entries", service.DefaultMaxEntries, "entries a descriptor may carry; more is InvalidArgument (400) at once")
 	fs.DurationVar(&o.httpTimeout, "http-timeout", 10*time.Second, "HTTP: bound on reading a request (headers and body) and on writing its answer")
@@ -94,8 +96,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -http-timeout and -http-idle-timeout must be positive, -http-max-conns not negative", errUsage)
 	case o.maxDescriptors < 1 || o.maxEntries < 1:
 		return o, fmt.Errorf("%w: -max-descriptors and -max-entries must be at least 1", errUsage)
-	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0:
-		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain and -reload-every cannot be negative (-timeout not 0)", errUsage)
+	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0 || o.settle < 0:
+		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain, -reload-every and -reload-settle cannot be negative (-timeout not 0)", errUsage)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return o, fmt.Errorf("%w: -log-level: %w", errUsage, err)

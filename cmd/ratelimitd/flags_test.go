@@ -19,7 +19,7 @@ func TestFlagsComeFromTheCommandLineOrTheEnvironment(t *testing.T) {
 	o, err := parseFlags([]string{"-config", "c.yaml"}, env(nil), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, options{config: "c.yaml", grpcAddr: ":8081", httpAddr: ":8080", store: "memory", instances: 1,
-		nearCache: 10_000, timeout: 100 * time.Millisecond, drain: 10 * time.Second, reload: time.Second,
+		nearCache: 10_000, timeout: 100 * time.Millisecond, drain: 10 * time.Second, reload: time.Second, settle: 3 * time.Second,
 		maxDescriptors: 64, maxEntries: 16, httpTimeout: 10 * time.Second, httpIdle: time.Minute, httpConns: 1024,
 		detailedValues: 1000}, o, "the defaults")
 

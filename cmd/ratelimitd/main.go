@@ -120,8 +120,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	errs := make(chan error, 2)
 	go func() { errs <- gs.Serve(grpcLis) }()
 	go func() { errs <- hsrv.Serve(httpLis) }()
+	w := newWatcher(reg, o.config, o.reload, o.settle, svc, log)
 	if o.reload > 0 {
-		go watch(ctx, o.config, o.reload, svc, log)
+		go w.run(ctx)
 	}
 	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"store", redact(o.store), "guard", st.guard != nil, "near_cache", st.near,

@@ -74,6 +74,9 @@ func Load(path string) (*Config, error) {
 				files = append(files, filepath.Join(path, e.Name()))
 			}
 		}
+		if len(files) == 0 { // as an empty file is: every domain would be unknown
+			return nil, fmt.Errorf("%w: %s holds no *.yaml or *.yml file", ErrInvalid, path)
+		}
 	}
 	c := &Config{domains: map[string]*node{}}
 	for _, f := range files {
