@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
 )
 
@@ -39,6 +40,10 @@ type options struct {
 	// detailedValues bounds the descriptor values a detailed_metric rule
 	// has series for.
 	detailedValues int
+	// maxKeys and refuseWhenFull configure the memory stores (the store,
+	// and the guard's fallback).
+	maxKeys        int
+	refuseWhenFull bool
 }
 
 // errUsage is a command line that cannot run; main exits 2 on it.
@@ -65,6 +70,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.httpIdle, "http-idle-timeout", time.Minute, "HTTP: how long a kept-alive connection may wait for its next request")
 	fs.IntVar(&o.httpConns, "http-max-conns", 1024, "HTTP connections open at once; more wait to be accepted (the gRPC listener is apart; 0: no bound)")
 	fs.IntVar(&o.detailedValues, "detailed-max-values", 1000, "descriptor values a detailed_metric rule has series for; later ones are counted under descriptor=\"other\"")
+	fs.IntVar(&o.maxKeys, "max-keys", memory.DefaultMaxKeys, "keys a memory store holds (the store, and the guard's fallback)")
+	whenFull := fs.String("when-full", "evict", "a full memory store's answer to a new key: evict (the least recently used key forgets its history) or refuse (Unavailable; Envoy's failure mode decides)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -90,6 +97,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
+	case *whenFull != "evict" && *whenFull != "refuse":
+		return o, fmt.Errorf("%w: -when-full %q: evict or refuse", errUsage, *whenFull)
+	case o.maxKeys < 1:
+		return o, fmt.Errorf("%w: -max-keys must be at least 1", errUsage)
 	case o.detailedValues < 1:
 		return o, fmt.Errorf("%w: -detailed-max-values must be at least 1", errUsage)
 	case o.httpTimeout <= 0 || o.httpIdle <= 0 || o.httpConns < 0:
@@ -108,7 +119,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	default:
 		return o, fmt.Errorf("%w: -log-format %q: text or json", errUsage, *format)
 	}
+	o.refuseWhenFull = *whenFull == "refuse"
 	return o, nil
+}
+
+// memoryOptions are the memory stores' options the flags set.
+func (o options) memoryOptions() []memory.Option {
+	whenFull := memory.EvictLeastRecent
+	if o.refuseWhenFull {
+		whenFull = memory.RefuseNewKeys
+	}
+	return []memory.Option{memory.WithMaxKeys(o.maxKeys), memory.WithWhenFull(whenFull)}
 }
 
 func newLogger(o options, w io.Writer) *slog.Logger {

@@ -55,7 +55,7 @@ func (s *stores) Close() error {
 func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
 	s := &stores{}
 	if raw == "memory" || raw == "" {
-		m, err := memory.New()
+		m, err := memory.New(o.memoryOptions()...)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +107,7 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 	}
 	s.top = server
 	if !o.noGuard {
-		local, err := memory.New()
+		local, err := memory.New(o.memoryOptions()...)
 		if err != nil {
 			return nil, err
 		}
