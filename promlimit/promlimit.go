@@ -91,6 +91,14 @@ func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 	o.latency.WithLabelValues(e.Name).Observe(e.Latency.Seconds())
 }
 
+// BreakerState sets the state gauge of store's breaker, counting no
+// transition: call it with the guard's State when the guard is made, so
+// that the gauge exists (closed) before the first transition, as a
+// dashboard or an alert on it expects.
+func (o *Observer) BreakerState(store string, s guard.State) {
+	o.state.WithLabelValues(store).Set(float64(s))
+}
+
 // BreakerStateChanged updates the breaker metrics; pass it to
 // guard.WithStateObserver.
 func (o *Observer) BreakerStateChanged(store string, _, to guard.State) {

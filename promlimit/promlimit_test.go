@@ -73,6 +73,14 @@ func TestExportsTheBreakersState(t *testing.T) {
 	require.NoError(t, err)
 	s, err := guard.New(brokenStore{}, guard.WithName("redis"), guard.WithFailures(2), guard.WithStateObserver(obs.BreakerStateChanged))
 	require.NoError(t, err)
+	obs.BreakerState("redis", s.State())
+	closed := `
+# HELP ratelimit_breaker_state State of a guarded store's circuit breaker: 0 closed, 1 half-open, 2 open.
+# TYPE ratelimit_breaker_state gauge
+ratelimit_breaker_state{store="redis"} 0
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(closed), "ratelimit_breaker_state", "ratelimit_breaker_transitions_total"),
+		"the gauge from the start, no transition counted")
 	l, err := ratelimit.New(s, ratelimit.PerMinute(2), ratelimit.WithName("per-user"), ratelimit.WithObserver(obs))
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {

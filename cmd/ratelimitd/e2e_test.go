@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +56,10 @@ func TestEndToEndOnEveryStore(t *testing.T) {
 			// exactness, and a timeout would hand decisions to the guard's
 			// local fallback (tested on its own below).
 			d := start(t, "-config", cfg, "-store", stores[name](t), "-timeout", "10s")
+			if name != "memory" { // a guarded store: its breaker's gauge from the start
+				_, metrics := d.get(t, "/metrics")
+				assert.Contains(t, metrics, `ratelimit_breaker_state{store="store"} 0`)
+			}
 			run := fmt.Sprintf("%d", time.Now().UnixNano()) // keys of this run only, on a shared server
 			want := map[string]int{"fixed": 7, "sliding": 5, "counter": 6, "gcra": 4}
 			const users, callers = 8, 64
@@ -204,4 +210,32 @@ func TestTheGuardDecidesWhileTheServerIsDown(t *testing.T) {
 	assert.Equal(t, 4/2, admitted, "locally, a share of Limit/instances")
 	_, err = bare.ask(context.Background(), "g", []string{"k", "v"})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+}
+
+// On SIGTERM with -shutdown-delay, readiness fails first while requests are
+// still served; the listeners close after the delay: the listeners once
+// closed at once, refusing what a load balancer sent before it saw the pod
+// not ready.
+func TestSIGTERMFailsReadinessFirstAndServesThroughTheDelay(t *testing.T) {
+	d := start(t, "-config", "../../examples/ratelimitd.yaml", "-shutdown-delay", "5s")
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		code, _ := d.get(t, "/readyz")
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "readiness never failed")
+	}
+	_, err := d.ask(context.Background(), "api", []string{"user", "u"})
+	require.NoError(t, err, "served while not ready")
+	code, _ := d.get(t, "/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	select {
+	case err := <-d.exited:
+		require.NoError(t, err, "exit 0")
+	case <-time.After(time.Minute):
+		t.Fatal("still running a minute after SIGTERM")
+	}
+	logs := d.logs()
+	assert.Less(t, strings.Index(logs, `"msg":"not ready`), strings.Index(logs, `"msg":"draining"`), "not ready, then draining")
 }

@@ -26,10 +26,13 @@ type options struct {
 	nearCache int
 	timeout   time.Duration
 	drain     time.Duration
-	reload    time.Duration
-	settle    time.Duration // a changed configuration must hold still this long
-	logLevel  slog.Level
-	logJSON   bool
+	// shutdownDelay is how long the process keeps serving, not ready,
+	// after SIGTERM before its listeners close.
+	shutdownDelay time.Duration
+	reload        time.Duration
+	settle        time.Duration // a changed configuration must hold still this long
+	logLevel      slog.Level
+	logJSON       bool
 	// maxDescriptors and maxEntries bound each request (service.Limits).
 	maxDescriptors, maxEntries int
 	// httpTimeout bounds reading a request and writing its answer;
@@ -62,6 +65,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.nearCache, "near-cache", 10_000, "on a server store, denials answered in process until they expire (keys; 0: none)")
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM or SIGINT, how long readiness fails while requests are still served, before the listeners close (Kubernetes: the readiness probe's period or more)")
 	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
 	fs.DurationVar(&o.settle, "reload-settle", 3*time.Second, "a changed configuration is applied once unchanged this long, never half-written")
 	fs.IntVar(&o.maxDescriptors, "max-descriptors", service.DefaultMaxDescriptors, "descriptors a request may carry; more is InvalidArgument (400) at once")
@@ -107,8 +111,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -http-timeout and -http-idle-timeout must be positive, -http-max-conns not negative", errUsage)
 	case o.maxDescriptors < 1 || o.maxEntries < 1:
 		return o, fmt.Errorf("%w: -max-descriptors and -max-entries must be at least 1", errUsage)
-	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0 || o.settle < 0:
-		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain, -reload-every and -reload-settle cannot be negative (-timeout not 0)", errUsage)
+	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0 || o.settle < 0 || o.shutdownDelay < 0:
+		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain, -reload-every, -reload-settle and -shutdown-delay cannot be negative (-timeout not 0)", errUsage)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return o, fmt.Errorf("%w: -log-level: %w", errUsage, err)

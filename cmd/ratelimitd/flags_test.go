@@ -70,4 +70,12 @@ func TestStoreURLs(t *testing.T) {
 	assert.ErrorIs(t, err, errStoreURL)
 	_, err = openStore("redis://h:1/notadb", options{instances: 1}, nil, slog.Default())
 	assert.ErrorIs(t, err, errStoreURL)
+
+	// A URL that does not parse once went to the log with its password.
+	for _, raw := range []string{"redis://u:s3cret@[::1:6379", "redis://u:s3cret@h:1/notadb", "redis://:s3cret@h%zz:1"} {
+		_, err = openStore(raw, options{instances: 1, maxKeys: 100}, nil, slog.Default())
+		require.ErrorIs(t, err, errStoreURL, raw)
+		assert.NotContains(t, err.Error(), "s3cret", raw)
+		assert.NotContains(t, redact(raw), "s3cret", raw)
+	}
 }

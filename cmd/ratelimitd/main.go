@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	log := newLogger(o, stderr)
+	routeClientLogs(log)
 	cfg, err := config.Load(o.config)
 	if err != nil {
 		return err
@@ -133,9 +135,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case <-ctx.Done():
 	case served = <-errs:
 	}
-	log.Info("draining", "bound", o.drain.String())
-	draining.Store(true)
+	draining.Store(true) // /readyz 503, gRPC health NOT_SERVING
 	hs.Shutdown()
+	if served == nil && o.shutdownDelay > 0 {
+		// Still serving, so that the requests a load balancer sends until it
+		// sees readiness fail are answered, not refused.
+		log.Info("not ready: serving until the shutdown delay ends", "delay", o.shutdownDelay.String())
+		time.Sleep(o.shutdownDelay)
+	}
+	log.Info("draining", "bound", o.drain.String())
 	drained := make(chan struct{})
 	go func() { gs.GracefulStop(); close(drained) }()
 	sctx, cancel := context.WithTimeout(context.Background(), o.drain)

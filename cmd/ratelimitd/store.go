@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -53,6 +54,14 @@ func (s *stores) Close() error {
 // Limit/instances of each policy) is on unless noGuard, and the near cache
 // (denials answered in process) holds nearCache keys (0: none).
 func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
+	s, err := openStores(raw, o, obs, log)
+	if err != nil {
+		return nil, scrub(err, raw)
+	}
+	return s, nil
+}
+
+func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
 	s := &stores{}
 	if raw == "memory" || raw == "" {
 		m, err := memory.New(o.memoryOptions()...)
@@ -120,6 +129,9 @@ func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger)
 		if err != nil {
 			return nil, err
 		}
+		if obs != nil {
+			obs.BreakerState("store", g.State())
+		}
 		s.top, s.guard = g, g
 	}
 	if o.nearCache > 0 {
@@ -151,11 +163,38 @@ func clusterURL(u *url.URL) string {
 	return c.String()
 }
 
-// redact is a store URL without its password, for logs.
+// password finds the password of a URL's userinfo, parsed or not.
+var password = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*?:([^/@]*)@`)
+
+// redact is a store URL without its password, for logs: also a URL that
+// does not parse (its password once went to the log in url.Parse's error).
 func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if u, err := url.Parse(raw); err == nil {
+		if u.User == nil {
+			return raw
+		}
+		return u.Redacted()
 	}
-	return u.Redacted()
+	if m := password.FindStringSubmatchIndex(raw); m != nil && m[3] > m[2] {
+		return raw[:m[2]] + "xxxxx" + raw[m[3]:]
+	}
+	return raw
 }
+
+// scrub is err with the password of raw, a store URL, replaced in its
+// message wherever it appears; errors.Is still sees what err wraps.
+func scrub(err error, raw string) error {
+	m := password.FindStringSubmatch(raw)
+	if m == nil || m[1] == "" || !strings.Contains(err.Error(), m[1]) {
+		return err
+	}
+	return scrubbed{err, strings.ReplaceAll(err.Error(), m[1], "xxxxx")}
+}
+
+type scrubbed struct {
+	err error
+	msg string
+}
+
+func (s scrubbed) Error() string { return s.msg }
+func (s scrubbed) Unwrap() error { return s.err }

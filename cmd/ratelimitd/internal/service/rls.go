@@ -36,7 +36,7 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (
 	}
 	res, err := r.svc.Decide(ctx, req)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	out := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
@@ -90,18 +90,19 @@ func toEnvoy(st Status) *rlsv3.RateLimitResponse_DescriptorStatus {
 }
 
 // grpcError maps Decide's errors to status codes: InvalidArgument for a bad
-// request, NotFound for an unknown domain, Unavailable when the store cannot
-// answer (Envoy's filter then applies its failure_mode_deny).
-func grpcError(err error) error {
+// request, NotFound for an unknown domain, the context's code when the
+// caller went away or its own deadline passed, and Unavailable for every
+// failure of the store, its time budget running out included (Envoy's
+// filter then applies its failure_mode_deny): a store timeout was once
+// DeadlineExceeded, which the docs did not promise.
+func grpcError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, ErrBadRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrUnknownDomain):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
 	default:
 		return status.Error(codes.Unavailable, err.Error())
 	}
