@@ -133,7 +133,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 }
 
 func TestBadRequestsGetClearStatusCodes(t *testing.T) {
-	d := start(t, "-config", "../../examples/ratelimitd.yaml")
+	d := start(t, "-config", "../../examples/ratelimitd.yaml", "-unknown-domain", "notfound")
 	for _, tc := range []struct {
 		domain string
 		ds     [][]string
@@ -149,6 +149,17 @@ func TestBadRequestsGetClearStatusCodes(t *testing.T) {
 	}
 	_, err := d.ask(context.Background(), "api", []string{"user", "still serving"})
 	assert.NoError(t, err)
+}
+
+// By default an unknown domain is OK and counted, as envoyproxy/ratelimit
+// answers it.
+func TestAnUnknownDomainIsOKByDefault(t *testing.T) {
+	d := start(t, "-config", "../../examples/ratelimitd.yaml")
+	res, err := d.ask(context.Background(), "next-release", []string{"user", "u"})
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, res.OverallCode)
+	_, metrics := d.get(t, "/metrics")
+	assert.Contains(t, metrics, "ratelimitd_unknown_domain_requests_total 1")
 }
 
 // TestAConfigChangeAppliesAndABadOneIsRejected: the file is rewritten

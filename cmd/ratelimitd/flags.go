@@ -47,6 +47,8 @@ type options struct {
 	// and the guard's fallback).
 	maxKeys        int
 	refuseWhenFull bool
+	// strictDomains answers an unknown domain NotFound (-unknown-domain).
+	strictDomains bool
 }
 
 // errUsage is a command line that cannot run; main exits 2 on it.
@@ -76,6 +78,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.detailedValues, "detailed-max-values", 1000, "descriptor values a detailed_metric rule has series for; later ones are counted under descriptor=\"other\"")
 	fs.IntVar(&o.maxKeys, "max-keys", memory.DefaultMaxKeys, "keys a memory store holds (the store, and the guard's fallback)")
 	whenFull := fs.String("when-full", "evict", "a full memory store's answer to a new key: evict (the least recently used key forgets its history) or refuse (Unavailable; Envoy's failure mode decides)")
+	unknownDomain := fs.String("unknown-domain", "ok", "a request for a domain the configuration lacks: ok (not limited, counted: envoyproxy/ratelimit's answer) or notfound (NotFound, 404)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +104,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
+	case *unknownDomain != "ok" && *unknownDomain != "notfound":
+		return o, fmt.Errorf("%w: -unknown-domain %q: ok or notfound", errUsage, *unknownDomain)
 	case *whenFull != "evict" && *whenFull != "refuse":
 		return o, fmt.Errorf("%w: -when-full %q: evict or refuse", errUsage, *whenFull)
 	case o.maxKeys < 1:
@@ -124,6 +129,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -log-format %q: text or json", errUsage, *format)
 	}
 	o.refuseWhenFull = *whenFull == "refuse"
+	o.strictDomains = *unknownDomain == "notfound"
 	return o, nil
 }
 

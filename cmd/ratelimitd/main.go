@@ -84,10 +84,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	detailed := newDetailedMetrics(reg, o.detailedValues)
+	unknown := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratelimitd_unknown_domain_requests_total",
+		Help: "Requests for a domain the configuration lacks, answered OK (-unknown-domain ok).",
+	})
+	reg.MustRegister(unknown)
 	svc, err := service.New(st.top, cfg, service.Options{
-		Limiter:  []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
-		Limits:   service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
-		Detailed: detailed.observe,
+		Limiter:       []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
+		Limits:        service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
+		Detailed:      detailed.observe,
+		StrictDomains: o.strictDomains,
+		UnknownDomain: func(string) { unknown.Inc() },
 	})
 	if err != nil {
 		return err

@@ -52,6 +52,7 @@ func TestAllowAnswersTheDecisionAndTheReferenceFields(t *testing.T) {
 
 func TestAllowRejectsBadRequestsWithTheirStatus(t *testing.T) {
 	svc, _ := newService(t, rules)
+	svc.strict = true // an unknown domain is 404 (StrictDomains)
 	for body, code := range map[string]int{
 		`{"domain": "api", "key": "k", "cost": -1}`:                                                    http.StatusBadRequest,
 		`{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "u"}], "cost": -2}]}`: http.StatusBadRequest,
@@ -101,6 +102,7 @@ func TestShouldRateLimitSpeaksEnvoysAPI(t *testing.T) {
 	assert.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, out.Statuses[0].Code)
 	assert.Equal(t, "Retry-After", out.ResponseHeadersToAdd[2].Key)
 
+	svc.strict = true // an unknown domain is NotFound (StrictDomains)
 	for _, tc := range []struct {
 		in   *rlsv3.RateLimitRequest
 		code codes.Code

@@ -95,3 +95,26 @@ func TestOverridesOfDifferentUnitsCountApart(t *testing.T) {
 	}
 	assert.Equal(t, 3, admitted, "3 per hour, whatever the per-second override did")
 }
+
+// An unknown domain is answered as envoyproxy/ratelimit answers it: OK,
+// every descriptor unlimited, and counted. It was NotFound, so with
+// failure_mode_deny a rollout that reached Envoy before the configuration
+// rejected traffic.
+func TestAnUnknownDomainIsOKAndCounted(t *testing.T) {
+	cfg, err := config.Parse("rules.yaml", []byte(rules))
+	require.NoError(t, err)
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	var unknown []string
+	svc, err := New(m, cfg, Options{UnknownDomain: func(d string) { unknown = append(unknown, d) }})
+	require.NoError(t, err)
+	res, err := svc.Decide(context.Background(), Request{Domain: "next-release", Descriptors: one("user", "x")})
+	require.NoError(t, err)
+	assert.False(t, res.OverLimit)
+	require.Len(t, res.Statuses, 1)
+	assert.Nil(t, res.Statuses[0].Rule, "not limited")
+	assert.Equal(t, []string{"next-release"}, unknown)
+	_, err = svc.Decide(context.Background(), Request{Domain: "next-release"})
+	require.ErrorIs(t, err, ErrBadRequest, "bad input is still bad")
+}

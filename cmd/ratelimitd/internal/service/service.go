@@ -88,6 +88,9 @@ type Service struct {
 	rules    atomic.Pointer[ruleSet]
 	prefix   string
 	limits   Limits
+	// strict and unknown: see Options.StrictDomains and UnknownDomain.
+	strict  bool
+	unknown func(domain string)
 }
 
 // Limits bound the work one request may ask for: a request beyond them is
@@ -117,6 +120,15 @@ type Options struct {
 	Detailed func(Detail)
 	// Limits bound each request's work; zero fields take the defaults.
 	Limits Limits
+	// StrictDomains makes a request for a domain the configuration does
+	// not hold an error (ErrUnknownDomain: NotFound, 404). By default it is
+	// answered as envoyproxy/ratelimit answers it: OK, every descriptor
+	// unlimited, so that a rollout that reaches Envoy before the
+	// configuration does not reject traffic under failure_mode_deny.
+	StrictDomains bool
+	// UnknownDomain, when set, is called for each request answered OK for
+	// an unknown domain (to count them).
+	UnknownDomain func(domain string)
 }
 
 // Detail is one decision of a detailed rule.
@@ -144,7 +156,8 @@ func New(store backend.Store, cfg *config.Config, o Options) (*Service, error) {
 	if o.Limits.Entries == 0 {
 		o.Limits.Entries = DefaultMaxEntries
 	}
-	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix, limits: o.Limits}
+	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix, limits: o.Limits,
+		strict: o.StrictDomains, unknown: o.UnknownDomain}
 	rs, err := s.newRuleSet(cfg)
 	if err != nil {
 		return nil, err
@@ -172,16 +185,24 @@ func (s *Service) Config() *config.Config { return s.rules.Load().cfg }
 // limit exceeds ratelimit.MaxLimit anyway.
 const maxCost = math.MaxInt32
 
-// Decide answers req. Bad input is an error wrapping ErrBadRequest or
-// ErrUnknownDomain that records nothing; a store that cannot answer (with
-// no degraded mode to stand in) is an error wrapping ErrStore.
+// Decide answers req. Bad input is an error wrapping ErrBadRequest (or,
+// with StrictDomains, ErrUnknownDomain) that records nothing; a domain the
+// configuration does not hold is otherwise answered OK, every descriptor
+// unlimited. A store that cannot answer (with no degraded mode to stand
+// in) is an error wrapping ErrStore.
 func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 	rs := s.rules.Load()
 	if err := s.validate(req); err != nil {
 		return Result{}, err
 	}
 	if !rs.cfg.HasDomain(req.Domain) {
-		return Result{}, fmt.Errorf("%w: %q", ErrUnknownDomain, req.Domain)
+		if s.strict {
+			return Result{}, fmt.Errorf("%w: %q", ErrUnknownDomain, req.Domain)
+		}
+		if s.unknown != nil {
+			s.unknown(req.Domain)
+		}
+		return Result{Statuses: make([]Status, len(req.Descriptors))}, nil
 	}
 	res := Result{Statuses: make([]Status, len(req.Descriptors))}
 	checks := make([]check, 0, len(req.Descriptors))

@@ -210,8 +210,9 @@ func TestBadRequestsRecordNothing(t *testing.T) {
 		_, err := svc.Decide(ctx, r)
 		assert.ErrorIs(t, err, ErrBadRequest, name)
 	}
+	svc.strict = true
 	_, err := svc.Decide(ctx, Request{Domain: "nope", Descriptors: one("user", "x")})
-	assert.ErrorIs(t, err, ErrUnknownDomain)
+	assert.ErrorIs(t, err, ErrUnknownDomain, "StrictDomains")
 	assert.Equal(t, 2, decide(t, svc, req(one("user", "x")...)).Statuses[0].Decision.Remaining)
 }
 
