@@ -49,6 +49,13 @@ type options struct {
 	refuseWhenFull bool
 	// strictDomains answers an unknown domain NotFound (-unknown-domain).
 	strictDomains bool
+	// grpcTLS: the gRPC listener's certificate and key files, and for
+	// mTLS the clients' CA file and the SAN a client's certificate must
+	// hold (see tls.go).
+	grpcTLS grpcTLS
+	// envNotes are envoyproxy/ratelimit variables set and not honoured,
+	// logged at start.
+	envNotes []string
 }
 
 // errUsage is a command line that cannot run; main exits 2 on it.
@@ -79,6 +86,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.maxKeys, "max-keys", memory.DefaultMaxKeys, "keys a memory store holds (the store, and the guard's fallback)")
 	whenFull := fs.String("when-full", "evict", "a full memory store's answer to a new key: evict (the least recently used key forgets its history) or refuse (Unavailable; Envoy's failure mode decides)")
 	unknownDomain := fs.String("unknown-domain", "ok", "a request for a domain the configuration lacks: ok (not limited, counted: envoyproxy/ratelimit's answer) or notfound (NotFound, 404)")
+	fs.StringVar(&o.grpcTLS.cert, "grpc-tls-cert", "", "gRPC over TLS: the certificate chain file (PEM), reloaded when it changes; with -grpc-tls-key")
+	fs.StringVar(&o.grpcTLS.key, "grpc-tls-key", "", "gRPC over TLS: the private key file (PEM)")
+	fs.StringVar(&o.grpcTLS.clientCA, "grpc-client-ca", "", "gRPC mTLS: the CA file (PEM) a client's certificate must chain to; clients without one are refused")
+	fs.StringVar(&o.grpcTLS.clientSAN, "grpc-client-san", "", "gRPC mTLS: a subject alternative name (DNS or URI) a client's certificate must hold")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -95,19 +106,39 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 			}
 		}
 	})
+	envoy, notes, err := envoyVars(getenv)
+	if err != nil {
+		return o, fmt.Errorf("%w: envoyproxy/ratelimit's environment: %w", errUsage, err)
+	}
+	o.envNotes = notes
+	for name, v := range envoy { // its variables, where ratelimitd's own say nothing
+		env := "RATELIMITD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if set[name] || getenv(env) != "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil && envErr == nil {
+			envErr = fmt.Errorf("%w: envoyproxy/ratelimit's environment, as -%s %q: %w", errUsage, name, v, err)
+		}
+	}
 	switch {
 	case envErr != nil:
 		return o, envErr
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	case o.config == "":
-		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG)", errUsage)
+		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG, or envoyproxy/ratelimit's RUNTIME_ROOT)", errUsage)
 	case o.instances < 1:
 		return o, fmt.Errorf("%w: -instances must be at least 1", errUsage)
 	case *unknownDomain != "ok" && *unknownDomain != "notfound":
 		return o, fmt.Errorf("%w: -unknown-domain %q: ok or notfound", errUsage, *unknownDomain)
 	case *whenFull != "evict" && *whenFull != "refuse":
 		return o, fmt.Errorf("%w: -when-full %q: evict or refuse", errUsage, *whenFull)
+	case (o.grpcTLS.cert == "") != (o.grpcTLS.key == ""):
+		return o, fmt.Errorf("%w: -grpc-tls-cert and -grpc-tls-key go together", errUsage)
+	case o.grpcTLS.cert == "" && (o.grpcTLS.clientCA != "" || o.grpcTLS.clientSAN != ""):
+		return o, fmt.Errorf("%w: -grpc-client-ca and -grpc-client-san need -grpc-tls-cert and -grpc-tls-key", errUsage)
+	case o.grpcTLS.clientSAN != "" && o.grpcTLS.clientCA == "":
+		return o, fmt.Errorf("%w: -grpc-client-san needs -grpc-client-ca", errUsage)
 	case o.maxKeys < 1:
 		return o, fmt.Errorf("%w: -max-keys must be at least 1", errUsage)
 	case o.detailedValues < 1:

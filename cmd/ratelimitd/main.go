@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := newLogger(o, stderr)
 	routeClientLogs(log)
+	for _, note := range o.envNotes {
+		log.Warn("envoyproxy/ratelimit's environment: " + note)
+	}
 	cfg, err := config.Load(o.config)
 	if err != nil {
 		return err
@@ -109,7 +112,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-http: %w", err)
 	}
 
-	gs := grpc.NewServer(grpc.UnaryInterceptor(recovered(log)))
+	gopts := []grpc.ServerOption{grpc.UnaryInterceptor(recovered(log))}
+	creds, err := o.grpcTLS.serverOption(log)
+	if err != nil {
+		grpcLis.Close()
+		httpLis.Close()
+		return err
+	}
+	if creds != nil {
+		gopts = append(gopts, creds)
+	}
+	gs := grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, service.NewRLS(svc))
 	hs := health.NewServer() // "" (the server) is serving
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -133,7 +146,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if o.reload > 0 {
 		go w.run(ctx)
 	}
-	log.Info("serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+	log.Info("serving", "grpc", grpcLis.Addr().String(), "grpc_tls", creds != nil, "http", httpLis.Addr().String(),
 		"store", redact(o.store), "guard", st.guard != nil, "near_cache", st.near,
 		"config", o.config, "domains", cfg.Domains())
 
@@ -200,6 +213,16 @@ func routes(svc *service.Service, reg *prometheus.Registry, draining *atomic.Boo
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	// envoyproxy/ratelimit's paths on the same port: its probe, and its
+	// JSON form of Envoy's request.
+	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			http.Error(w, "draining", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "OK")
+	})
+	mux.HandleFunc("/json", service.NewRLS(svc).JSON)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
 }

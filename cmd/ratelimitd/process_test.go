@@ -21,6 +21,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
@@ -59,10 +60,17 @@ type daemon struct {
 // says it is serving, and stops it (SIGTERM, exit 0 expected) when t ends.
 func start(t *testing.T, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{exited: make(chan error, 1)}
 	args = append([]string{"-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-log-format", "json"}, args...)
+	return startWith(t, []string{"RATELIMITD_LOG_LEVEL=debug"}, nil, args...)
+}
+
+// startWith is start with env added to the process's environment, no
+// default arguments, and the gRPC client dialled with creds (nil: none).
+func startWith(t *testing.T, env []string, creds credentials.TransportCredentials, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{exited: make(chan error, 1)}
 	d.cmd = exec.Command(binary, args...)
-	d.cmd.Env = append(os.Environ(), "RATELIMITD_LOG_LEVEL=debug")
+	d.cmd.Env = append(os.Environ(), env...)
 	stderr, err := d.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, d.cmd.Start())
@@ -90,7 +98,10 @@ func start(t *testing.T, args ...string) *daemon {
 		d.cmd.Process.Kill()
 		t.Fatalf("ratelimitd %v did not serve within a minute\n%s", args, d.logs())
 	}
-	d.conn, err = grpc.NewClient(d.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	d.conn, err = grpc.NewClient(d.grpc, grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	d.client = rlsv3.NewRateLimitServiceClient(d.conn)
 	t.Cleanup(func() {

@@ -78,7 +78,7 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 	}
 	var server backend.Store
 	switch u.Scheme {
-	case "redis", "rediss":
+	case "redis", "rediss", "unix":
 		opt, err := goredis.ParseURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errStoreURL, err)

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,4 +119,29 @@ func TestAnUnknownDomainIsOKAndCounted(t *testing.T) {
 	assert.Equal(t, []string{"next-release"}, unknown)
 	_, err = svc.Decide(context.Background(), Request{Domain: "next-release"})
 	require.ErrorIs(t, err, ErrBadRequest, "bad input is still bad")
+}
+
+// envoyproxy/ratelimit's /json: its request shape in, its response shape
+// out, 429 when over the limit.
+func TestTheJSONPathSpeaksEnvoyproxysShape(t *testing.T) {
+	svc, _ := newService(t, rules)
+	rls := NewRLS(svc)
+	post := func(body string) (int, string) {
+		w := httptest.NewRecorder()
+		rls.JSON(w, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(body)))
+		return w.Code, w.Body.String()
+	}
+	body := `{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "json"}]}]}`
+	for i := 0; i < 3; i++ {
+		code, out := post(body)
+		require.Equal(t, http.StatusOK, code, out)
+		assert.Contains(t, out, `"overallCode":"OK"`)
+	}
+	code, out := post(body)
+	assert.Equal(t, http.StatusTooManyRequests, code)
+	assert.Contains(t, out, `"overallCode":"OVER_LIMIT"`)
+	code, _ = post(`{"domain": "api"}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = post(`not json`)
+	assert.Equal(t, http.StatusBadRequest, code)
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
+)
+
+// envoyproxy/ratelimit's variables become flags where ratelimitd's own say
+// nothing; what it cannot honour is refused or noted.
+func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
+	o, err := parseFlags(nil, env(map[string]string{
+		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit",
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379", "REDIS_AUTH": "s3cret", "REDIS_POOL_SIZE": "20",
+		"PORT": "8080", "GRPC_PORT": "8081", "LOG_LEVEL": "DEBUG", "LOG_FORMAT": "json", "USE_STATSD": "true",
+		"NEAR_LIMIT_RATIO": "0.9",
+	}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "/data/ratelimit/config", o.config)
+	assert.Equal(t, "redis://:s3cret@redis:6379?pool_size=20", o.store)
+	assert.Equal(t, "0.0.0.0:8080", o.httpAddr)
+	assert.Equal(t, "0.0.0.0:8081", o.grpcAddr)
+	assert.True(t, o.logJSON)
+	assert.Equal(t, "DEBUG", o.logLevel.String())
+	assert.Len(t, o.envNotes, 2, "USE_STATSD and NEAR_LIMIT_RATIO: %v", o.envNotes)
+
+	o, err = parseFlags([]string{"-store", "memory"}, env(map[string]string{
+		"RUNTIME_ROOT": "/data", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "a:1,b:2", "REDIS_TYPE": "cluster",
+		"RATELIMITD_CONFIG": "mine.yaml",
+	}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "memory", o.store, "a flag wins")
+	assert.Equal(t, "mine.yaml", o.config, "ratelimitd's own variable wins")
+
+	o, err = parseFlags(nil, env(map[string]string{"RUNTIME_ROOT": "/d", "REDIS_URL": "/var/run/r.sock"}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "unix:///var/run/r.sock", o.store, "envoyproxy/ratelimit's default socket type")
+
+	for _, bad := range []map[string]string{
+		{"RUNTIME_ROOT": "/d", "BACKEND_TYPE": "memcache"},
+		{"RUNTIME_ROOT": "/d", "GRPC_UDS": "/tmp/rl.sock"},
+		{"RUNTIME_ROOT": "/d", "REDIS_URL": "r:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "SENTINEL"},
+		{"RUNTIME_ROOT": "/d", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"},
+		{"RUNTIME_ROOT": "/d", "SHADOW_MODE": "true"},
+		{"RUNTIME_ROOT": "/d", "CONFIG_TYPE": "GRPC_XDS_SOTW"},
+	} {
+		_, err := parseFlags(nil, env(bad), io.Discard)
+		assert.ErrorIs(t, err, errUsage, "%v", bad)
+	}
+}
+
+// The environment that starts envoyproxy/ratelimit, and no argument,
+// starts ratelimitd: the same config directory and store, its probe path
+// and its JSON path, Envoy's requests answered.
+func TestStartsFromEnvoyproxysEnvironment(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	writeConfig(t, filepath.Join(dir, "config.yaml"), "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	redis := testserver.Get(t, testserver.Redis).Addr
+	d := startWith(t, []string{
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redis, "USE_STATSD=false",
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "LOG_LEVEL=debug", "LOG_FORMAT=json",
+	}, nil)
+	code, body := d.get(t, "/healthcheck")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "OK", body)
+	client := "10.0.0.1-" + strconv.FormatInt(time.Now().UnixNano(), 36) // fresh on a shared server
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		res, err := d.ask(context.Background(), "edge", []string{"remote_address", client})
+		require.NoError(t, err)
+		assert.Equal(t, want, res.OverallCode, "request %d", i+1)
+	}
+	resp, err := http.Post("http://"+d.http+"/json", "application/json",
+		strings.NewReader(`{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "`+client+`"}]}]}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the same key, over its limit, through /json")
+	assert.Contains(t, d.logs(), `"store":"redis://`+redis, "the store of REDIS_URL")
+	assert.Contains(t, d.logs(), "RUNTIME_WATCH_ROOT: ignored")
+}
