@@ -112,7 +112,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-http: %w", err)
 	}
 
-	gopts := []grpc.ServerOption{grpc.UnaryInterceptor(recovered(log))}
+	// A request's message is bounded as /v1/allow's body is: the caps on
+	// descriptors and entries leave room to spare, and a larger message is
+	// refused (ResourceExhausted) before it is decoded.
+	gopts := []grpc.ServerOption{grpc.UnaryInterceptor(recovered(log)), grpc.MaxRecvMsgSize(maxMessage)}
 	creds, err := o.grpcTLS.serverOption(log)
 	if err != nil {
 		grpcLis.Close()
@@ -183,6 +186,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	return nil
 }
+
+// maxMessage bounds a gRPC request's message: 64 descriptors of 16
+// entries of keys and values of 1 KiB fit.
+const maxMessage = 1 << 20
 
 // recovered turns a panic in a handler into an Internal error and a log
 // line, as net/http does for its handlers: one bad request must not take
