@@ -54,9 +54,9 @@ const ShortLog = 128
 // every script names. Instances of two releases decide the same keys
 // together during a rolling upgrade only if the newer reads what the older
 // writes: a release that changes the layout raises Layout, reads the
-// previous layout and writes one the previous release reads until none
+// previous layout and writes one the older release reads until none
 // runs (keys kept apart would let each release admit a full limit).
-// layout_test.go holds the mixed-version test that proves it, run against
+// releases_test.go holds the mixed-version test that proves it, run against
 // the scripts of every tagged release kept in testdata/releases (none yet:
 // no release has been tagged, so this layout is v1's).
 const Layout = 1
