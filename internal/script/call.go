@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit/backend"
 )
@@ -14,12 +15,22 @@ import (
 // WithContext returns err, wrapping ctx's error too when ctx is done and err
 // does not already: a client that notices a deadline as a network timeout
 // ("i/o timeout") then still answers errors.Is(err,
-// context.DeadlineExceeded), as the time budget's contract says.
+// context.DeadlineExceeded), as the time budget's contract says. A deadline
+// that has passed counts as done even before the context says so: a
+// standard context's Err turns non-nil when its timer's goroutine runs,
+// which on a busy machine comes after the connection's own deadline.
 func WithContext(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+	if err == nil {
 		return err
 	}
-	return fmt.Errorf("%w (%w)", err, ctx.Err())
+	done := ctx.Err()
+	if d, ok := ctx.Deadline(); done == nil && ok && !time.Now().Before(d) {
+		done = context.DeadlineExceeded
+	}
+	if done == nil || errors.Is(err, done) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, done)
 }
 
 // Recover, deferred by a backend's method, turns a panic of the client into

@@ -60,7 +60,21 @@ func TestWithContextNamesTheDeadline(t *testing.T) {
 	require.Equal(t, ioTimeout, WithContext(context.Background(), ioTimeout), "a live context adds nothing")
 	wrapped := fmt.Errorf("x: %w", context.DeadlineExceeded)
 	require.Equal(t, wrapped, WithContext(done, wrapped), "already said")
+
+	// A standard context's Err turns non-nil when its timer's goroutine
+	// runs, which a busy machine delays past the connection's deadline: CI
+	// once got a bare "i/o timeout" from the stalled-server test.
+	require.ErrorIs(t, WithContext(timerLate{}, ioTimeout), context.DeadlineExceeded)
 }
+
+// timerLate is a context whose deadline has passed and whose timer has
+// not fired yet.
+type timerLate struct{ context.Context }
+
+func (timerLate) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+func (timerLate) Err() error                  { return nil }
+func (timerLate) Done() <-chan struct{}       { return nil }
+func (timerLate) Value(any) any               { return nil }
 
 // Tag is what a cluster hashes for every server key of a caller's key.
 func TestTagIsTheHashTagOfEveryKey(t *testing.T) {
