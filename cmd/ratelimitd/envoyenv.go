@@ -75,6 +75,9 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 		flags["log-format"] = v
 	}
 	if strings.EqualFold(getenv("GRPC_SERVER_USE_TLS"), "true") {
+		if !has("GRPC_SERVER_TLS_CERT") || !has("GRPC_SERVER_TLS_KEY") {
+			return nil, nil, fmt.Errorf("GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
+		}
 		flags["grpc-tls-cert"], flags["grpc-tls-key"] = getenv("GRPC_SERVER_TLS_CERT"), getenv("GRPC_SERVER_TLS_KEY")
 		if has("GRPC_CLIENT_TLS_CACERT") {
 			flags["grpc-client-ca"] = getenv("GRPC_CLIENT_TLS_CACERT")

@@ -55,6 +55,7 @@ func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
 		{"RUNTIME_ROOT": "/d", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"},
 		{"RUNTIME_ROOT": "/d", "SHADOW_MODE": "true"},
 		{"RUNTIME_ROOT": "/d", "CONFIG_TYPE": "GRPC_XDS_SOTW"},
+		{"RUNTIME_ROOT": "/d", "GRPC_SERVER_USE_TLS": "true"}, // never plaintext where TLS was asked for
 	} {
 		_, err := parseFlags(nil, env(bad), io.Discard)
 		assert.ErrorIs(t, err, errUsage, "%v", bad)
