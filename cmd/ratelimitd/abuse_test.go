@@ -29,11 +29,9 @@ func TestHugeRequestsAreRefusedCheaply(t *testing.T) {
 		huge.Descriptors = append(huge.Descriptors, &rlv3.RateLimitDescriptor{
 			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u" + strconv.Itoa(i)}}})
 	}
-	began := time.Now()
 	_, err := d.client.ShouldRateLimit(context.Background(), huge)
 	require.Error(t, err)
-	assert.Contains(t, []codes.Code{codes.InvalidArgument, codes.ResourceExhausted}, status.Code(err), "%v", err)
-	assert.Less(t, time.Since(began), time.Second, "50,000 descriptors answered at once")
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
 
 	// The service's CPU per huge request, from its own metrics (CPU time,
 	// which a loaded machine does not inflate as it does wall time): the

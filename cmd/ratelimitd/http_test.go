@@ -42,7 +42,9 @@ func TestIdleHTTPConnectionsAreClosed(t *testing.T) {
 // At -http-max-conns, further HTTP connections wait to be accepted, while
 // the gRPC listener (Envoy's, and gRPC health) is served.
 func TestTheHTTPConnectionCapLeavesGRPCServed(t *testing.T) {
-	d := start(t, "-config", "../../examples/ratelimitd.yaml", "-http-max-conns", "3")
+	// A minute's -http-timeout: the held connections stay held however
+	// long a loaded machine takes to reach the fourth.
+	d := start(t, "-config", "../../examples/ratelimitd.yaml", "-http-max-conns", "3", "-http-timeout", "1m")
 	var held []net.Conn
 	for i := 0; i < 3; i++ {
 		c, err := net.Dial("tcp", d.http)

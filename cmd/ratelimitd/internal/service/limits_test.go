@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,11 +26,9 @@ func TestARequestBeyondTheCapsIsRefusedAtOnce(t *testing.T) {
 	for i := range many {
 		many[i] = desc("user", "x"+strconv.Itoa(i%3))
 	}
-	began := time.Now()
 	_, err := svc.Decide(ctx, req(many...))
 	require.ErrorIs(t, err, ErrBadRequest)
-	assert.Less(t, time.Since(began), time.Second, "50,000 descriptors answered at once")
-	assert.ErrorContains(t, err, "50000 descriptors, more than 64")
+	assert.ErrorContains(t, err, "50000 descriptors, more than 64", "refused on its count, before any matching")
 
 	deep := desc("user", "x")
 	for i := 0; i < DefaultMaxEntries; i++ {
