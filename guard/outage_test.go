@@ -7,16 +7,12 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	vk "github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
-	"github.com/ratelimit-go/ratelimit/backend/redis"
-	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
@@ -30,40 +26,13 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 // TestDegradedLocalMode runs the degraded local mode against real servers,
 // through both clients, that stall, die and come back, or were never there.
 func TestDegradedLocalMode(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		kind     testserver.Kind
-		newStore newStore
-	}{
-		{"redis", testserver.Redis, redisStore},
-		{"valkey", testserver.Valkey, valkeyStore},
-	} {
-		t.Run(c.name, func(t *testing.T) { guarded(t, c.kind, c.newStore) })
+	for _, c := range storetest.Clients {
+		t.Run(c.Name, func(t *testing.T) { guarded(t, c.Kind, c.New) })
 	}
 }
 
-// newStore returns a store on a new client of the server at addr.
-type newStore func(t *testing.T, addr string) backend.Store
-
-func redisStore(t *testing.T, addr string) backend.Store {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := redis.New(c)
-	require.NoError(t, err)
-	return s
-}
-
-func valkeyStore(t *testing.T, addr string) backend.Store {
-	c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	s, err := valkey.New(c)
-	require.NoError(t, err)
-	return s
-}
-
 // guarded runs the outages against a server of kind.
-func guarded(t *testing.T, kind testserver.Kind, newStore newStore) {
+func guarded(t *testing.T, kind testserver.Kind, newStore storetest.NewStore) {
 	t.Run("a stalled server: the fallback answers within the budget, then the server again", func(t *testing.T) {
 		outage(t, kind, newStore, (*testserver.Server).Pause, (*testserver.Server).Resume)
 	})
@@ -101,10 +70,7 @@ func guardedLimiter(t *testing.T, primary backend.Store, window time.Duration) (
 	g, err := guard.New(primary, guard.WithFailures(outageFailures), guard.WithCoolDown(outageCoolDown),
 		guard.WithFallback(local, outageInstances))
 	require.NoError(t, err)
-	l, err := ratelimit.New(g, ratelimit.Policy{Limit: outageLimit, Window: window},
-		ratelimit.WithPrefix(fmt.Sprintf("guard:%d:", time.Now().UnixNano())), ratelimit.WithTimeout(outageBudget))
-	require.NoError(t, err)
-	return l, g
+	return storetest.Limiter(t, g, ratelimit.Policy{Limit: outageLimit, Window: window}, storetest.Prefix(), ratelimit.WithTimeout(outageBudget)), g
 }
 
 // noLeaks fails t if goroutines started during it outlive it (checked after
@@ -176,7 +142,7 @@ func hammer(l *ratelimit.Limiter, d time.Duration) *calls {
 
 // outage: load before, during and after an outage that down starts and up
 // ends.
-func outage(t *testing.T, kind testserver.Kind, newStore newStore, down, up func(*testserver.Server) error) {
+func outage(t *testing.T, kind testserver.Kind, newStore storetest.NewStore, down, up func(*testserver.Server) error) {
 	noLeaks(t)
 	srv := testserver.Own(t, kind)
 	l, g := guardedLimiter(t, newStore(t, srv.Addr), outageWindow)
@@ -227,7 +193,7 @@ func outage(t *testing.T, kind testserver.Kind, newStore newStore, down, up func
 	require.Equal(t, guard.Closed, g.State())
 }
 
-func neverThere(t *testing.T, kind testserver.Kind, newStore newStore) {
+func neverThere(t *testing.T, kind testserver.Kind, newStore storetest.NewStore) {
 	noLeaks(t)
 	srv := testserver.Own(t, kind)
 	store := newStore(t, srv.Addr) // some clients connect when built

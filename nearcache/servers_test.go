@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/backend/valkey"
+	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
@@ -20,48 +18,11 @@ import (
 // The near cache against real servers, through both clients: it hears the
 // changes other instances make.
 
-// newStore returns a store on a new client of the server at addr.
-type newStore func(t *testing.T, addr string) backend.Store
-
-// onServers runs check on the package's Redis server through go-redis and
-// on its Valkey server through valkey-go.
-func onServers(t *testing.T, check func(t *testing.T, addr string, newStore newStore)) {
-	t.Run("redis", func(t *testing.T) {
-		check(t, testserver.Get(t, testserver.Redis).Addr, func(t *testing.T, addr string) backend.Store {
-			c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = c.Close() })
-			return redisStore(t, c)
-		})
-	})
-	t.Run("valkey", func(t *testing.T) {
-		check(t, testserver.Get(t, testserver.Valkey).Addr, func(t *testing.T, addr string) backend.Store {
-			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			s, err := valkey.New(c)
-			require.NoError(t, err)
-			return s
-		})
-	})
-}
-
-// limiter is a Limiter on s under p and prefix, with a budget for checks of
-// what is decided, not of time.
-func limiter(t *testing.T, s backend.Store, p ratelimit.Policy, prefix string) *ratelimit.Limiter {
-	l, err := ratelimit.New(s, p, ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(10*time.Second))
-	require.NoError(t, err)
-	return l
-}
-
-// prefix is a namespace no other check has used.
-func prefix() string { return fmt.Sprintf("nearcache:%d:", time.Now().UnixNano()) }
-
-// admin is a plain client of the server at addr (Redis and Valkey speak
-// the same protocol).
-func admin(t *testing.T, addr string) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+// onServers runs check on the package's server of each client library.
+func onServers(t *testing.T, check func(t *testing.T, addr string, newStore storetest.NewStore)) {
+	for _, c := range storetest.Clients {
+		t.Run(c.Name, func(t *testing.T) { check(t, testserver.Get(t, c.Kind).Addr, c.New) })
+	}
 }
 
 // TestNearCachesHearResets: two instances, each with a near cache over its own
@@ -76,18 +37,18 @@ func TestNearCachesHearResets(t *testing.T) {
 	onServers(t, nearCachesHearResets)
 }
 
-func nearCachesHearResets(t *testing.T, addr string, newStore newStore) {
+func nearCachesHearResets(t *testing.T, addr string, newStore storetest.NewStore) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
-			pre := prefix()
+			pre := storetest.Prefix()
 			cached := func() (*ratelimit.Limiter, *nearcache.Store) {
 				c, err := nearcache.New(newStore(t, addr))
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = c.Close() })
 				// A window of 100 days: a fixed window's boundary does not pass
 				// during the test.
-				return limiter(t, c, ratelimit.NewPolicy(alg, 5, ratelimit.MaxWindow), pre), c
+				return storetest.Limiter(t, c, ratelimit.NewPolicy(alg, 5, ratelimit.MaxWindow), pre), c
 			}
 			a, ca := cached()
 			b, _ := cached()
@@ -140,7 +101,7 @@ func nearCachesHearResets(t *testing.T, addr string, newStore newStore) {
 			// store every time, until it hears the channel again.
 			require.NoError(t, b.Reset(ctx, "user"))
 			fill()
-			require.NoError(t, admin(t, addr).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+			require.NoError(t, storetest.Admin(t, addr).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 			asks := false
 			for deadline := time.Now().Add(5 * time.Second); !asks && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 				hits := ca.Hits()
@@ -175,7 +136,7 @@ func TestNearCacheDropsOvertakenDenials(t *testing.T) {
 	onServers(t, nearCacheDropsOvertakenDenials)
 }
 
-func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore newStore) {
+func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore storetest.NewStore) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -185,8 +146,8 @@ func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore newStore
 			ca, err := nearcache.New(listenApart{newStore(t, gate.Addr), listen})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = ca.Close() })
-			pre, p := prefix(), ratelimit.NewPolicy(alg, 5, ratelimit.MaxWindow)
-			a, b := limiter(t, ca, p, pre), limiter(t, newStore(t, addr), p, pre)
+			pre, p := storetest.Prefix(), ratelimit.NewPolicy(alg, 5, ratelimit.MaxWindow)
+			a, b := storetest.Limiter(t, ca, p, pre), storetest.Limiter(t, newStore(t, addr), p, pre)
 
 			// A holds a cached denial of "probe", and "user" is at its limit.
 			for _, key := range []string{"probe", "user"} {

@@ -21,9 +21,9 @@ import (
 // failed with CROSSSLOT).
 func Spread(t *testing.T, addrs []string, store backend.Store) {
 	ctx := context.Background()
-	pre := prefix()
+	pre := Prefix()
 	for _, alg := range ratelimit.Algorithms() {
-		l := limiter(t, store, ratelimit.NewPolicy(alg, 10, time.Minute), pre+alg.String()+":", clusterBudget)
+		l := Limiter(t, store, ratelimit.NewPolicy(alg, 10, time.Minute), pre+alg.String()+":", clusterBudget)
 		for u := 0; u < 1000; u++ {
 			_, err := l.Allow(ctx, "user-"+strconv.Itoa(u))
 			require.NoError(t, err)
@@ -36,7 +36,7 @@ func Spread(t *testing.T, addrs []string, store backend.Store) {
 	held := map[string]int{}
 	total := 0
 	for _, addr := range addrs {
-		node := admin(t, addr)
+		node := Admin(t, addr)
 		role, err := node.Do(ctx, "ROLE").Slice()
 		require.NoError(t, err)
 		if role[0] != "master" {

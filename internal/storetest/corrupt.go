@@ -160,7 +160,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 	noise := testserver.StartNoise()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0xbad))
-	pre := prefix()
+	pre := Prefix()
 	now := time.Now().UnixMicro()
 	cases := 0
 	policies := []ratelimit.Policy{ratelimit.PerHour(script.ShortLog + 1)} // a sliding log's longer form

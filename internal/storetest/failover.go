@@ -54,12 +54,12 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	c := testserver.OwnReplicatedCluster(t, kind, time.Second, "--cluster-require-full-coverage", "no")
 	// Every request is admitted and counted, so that the count each key
 	// holds after the failover can be compared with what was admitted.
-	l := limiter(t, newStore(t, c.Addrs), ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), prefix(),
+	l := Limiter(t, newStore(t, c.Addrs), ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), Prefix(),
 		ratelimit.WithTimeout(budget))
 	ctx := context.Background()
 
 	// Keys of each goroutine on each master, found by asking the cluster.
-	a := admin(t, c.Masters[0].Addr)
+	a := Admin(t, c.Masters[0].Addr)
 	masterOf := func(key string) int {
 		slot, err := a.ClusterKeySlot(ctx, "{"+key+"}").Result()
 		require.NoError(t, err)
@@ -156,7 +156,7 @@ func Failover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, fail
 	killed.Store(time.Now().UnixNano())
 	promoted := time.Duration(0)
 	require.Eventually(t, func() bool {
-		role, err := admin(t, c.Replicas[0].Addr).Do(ctx, "ROLE").Slice()
+		role, err := Admin(t, c.Replicas[0].Addr).Do(ctx, "ROLE").Slice()
 		if err == nil && role[0] == "master" {
 			promoted = time.Duration(time.Now().UnixNano() - killed.Load())
 			return true

@@ -93,7 +93,7 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	// The budget and the deadline of a healthy server's calls are generous:
 	// a loaded machine must not fail a call that the server decides. A dead
 	// server's calls must fail, and fast: they have callDeadline.
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
+	l := Limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), Prefix())
 	const healthy = correctnessBudget
 
 	phase := func(name string, d, deadline time.Duration) *load {
@@ -139,7 +139,7 @@ func faults(t *testing.T, kind testserver.Kind, newStore NewStore) {
 func stalled(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	const budget, margin, goroutines, stall = ratelimit.DefaultTimeout, 150 * time.Millisecond, 64, 2500 * time.Millisecond
 	srv := testserver.Own(t, kind)
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix(), ratelimit.WithTimeout(budget))
+	l := Limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), Prefix(), ratelimit.WithTimeout(budget))
 	ctx := context.Background()
 	_, err := l.Allow(ctx, "warm-up") // connected, script loaded
 	require.NoError(t, err)
@@ -203,8 +203,8 @@ func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget ti
 	srv := testserver.Own(t, kind)
 	ctx := context.Background()
 	p := ratelimit.Policy{Limit: 10, Window: time.Hour}
-	pre := prefix()
-	l := limiter(t, newStore(t, srv.Addr), p, pre, ratelimit.WithTimeout(budget))
+	pre := Prefix()
+	l := Limiter(t, newStore(t, srv.Addr), p, pre, ratelimit.WithTimeout(budget))
 	_, err := l.Allow(ctx, "user")
 	require.NoError(t, err)
 
@@ -215,7 +215,7 @@ func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget ti
 	time.Sleep(3500*time.Millisecond - time.Since(paused)) // past go-redis's read timeout, when it would retry
 	require.NoError(t, srv.Resume())
 
-	fresh := limiter(t, newStore(t, srv.Addr), p, pre) // a client of its own
+	fresh := Limiter(t, newStore(t, srv.Addr), p, pre) // a client of its own
 	var d ratelimit.Decision
 	require.Eventually(t, func() bool {
 		d, err = fresh.Peek(ctx, "user")
@@ -235,11 +235,11 @@ func NotRetried(t *testing.T, kind testserver.Kind, newStore NewStore, budget ti
 // ErrStore and context.DeadlineExceeded.
 func SlowServer(t *testing.T, addr string, store backend.Store) {
 	ctx := context.Background()
-	l := limiter(t, store, ratelimit.PerMinute(10), prefix())
+	l := Limiter(t, store, ratelimit.PerMinute(10), Prefix())
 	_, err := l.Allow(ctx, "user") // connected, script loaded
 	require.NoError(t, err)
 
-	a := admin(t, addr)
+	a := Admin(t, addr)
 	require.NoError(t, a.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err())
 	defer func() { require.NoError(t, a.Ping(ctx).Err(), "answered when the pause ended") }() // the next test finds it answering
 	deadline, cancel := context.WithTimeout(ctx, 50*time.Millisecond)

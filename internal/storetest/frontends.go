@@ -48,13 +48,13 @@ func scripts(t *testing.T, a *goredis.Client) int64 {
 // 10 scripts reach the server. Multi took the TakeAll path past the cache,
 // and every request reached the server (41 and 40 scripts).
 func nearCacheBehindMulti(t *testing.T, addr string, newStore NewStore) {
-	ctx, a := context.Background(), admin(t, addr)
+	ctx, a := context.Background(), Admin(t, addr)
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			cache, err := nearcache.New(newStore(t, addr))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = cache.Close() })
-			l := limiter(t, cache, ratelimit.NewPolicy(alg, 5, time.Minute), prefix())
+			l := Limiter(t, cache, ratelimit.NewPolicy(alg, 5, time.Minute), Prefix())
 			// The cache answers once it hears the channel of changes.
 			for deadline := time.Now().Add(10 * time.Second); cache.Hits() == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 				_, err := l.Allow(ctx, "probe")
@@ -118,13 +118,13 @@ func (e *events) Observe(_ context.Context, ev ratelimit.Event) {
 // scripts, 120 events of which 60 peeks. A denied request reports every
 // policy's real quota, as the memory store does.
 func multiOneScript(t *testing.T, addr string, newStore NewStore) {
-	ctx, a := context.Background(), admin(t, addr)
+	ctx, a := context.Background(), Admin(t, addr)
 	store := newStore(t, addr)
 	seen := &events{byName: map[string]int{}}
-	pre := prefix()
+	pre := Prefix()
 	var ls []*ratelimit.Limiter
 	for i, limit := range []int{30, 12, 30} {
-		ls = append(ls, limiter(t, store, ratelimit.PerMinute(limit), pre, ratelimit.WithName(fmt.Sprint("p", i)), ratelimit.WithObserver(seen)))
+		ls = append(ls, Limiter(t, store, ratelimit.PerMinute(limit), pre, ratelimit.WithName(fmt.Sprint("p", i)), ratelimit.WithObserver(seen)))
 	}
 	m, err := ratelimit.NewMulti(ls...)
 	require.NoError(t, err)
@@ -163,7 +163,7 @@ func TakeAllAsMemory(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	t.Cleanup(func() { _ = mem.Close() })
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0x7a11))
-	pre := prefix()
+	pre := Prefix()
 	var rules []*backend.Rule
 	for i, p := range []ratelimit.Policy{
 		ratelimit.NewPolicy(ratelimit.SlidingWindow, 5, 100*time.Millisecond),
@@ -218,11 +218,11 @@ func MultiApart(t *testing.T, addrs []string, newStore NewClusterStore) {
 	ctx := context.Background()
 	store := newStore(t, addrs)
 	seen := &events{byName: map[string]int{}}
-	pre := prefix()
+	pre := Prefix()
 	keys := []string{"ip:1", "token:2", "tenant:3"}
 	var ls []*ratelimit.Limiter
 	for i, limit := range []int{30, 12, 30} {
-		ls = append(ls, limiter(t, store, ratelimit.PerMinute(limit), pre, ratelimit.WithName(fmt.Sprint("p", i)), ratelimit.WithObserver(seen), clusterBudget))
+		ls = append(ls, Limiter(t, store, ratelimit.PerMinute(limit), pre, ratelimit.WithName(fmt.Sprint("p", i)), ratelimit.WithObserver(seen), clusterBudget))
 	}
 	m, err := ratelimit.NewMulti(ls...)
 	require.NoError(t, err)
@@ -244,8 +244,8 @@ func MultiApart(t *testing.T, addrs []string, newStore NewClusterStore) {
 	// Concurrent callers: the per-token limit (30) binds; races between
 	// the two steps may count a denied request against per-IP (50), never
 	// admit one over a limit.
-	perIP := limiter(t, store, ratelimit.PerMinute(50), pre+"race-ip:", clusterBudget)
-	perToken := limiter(t, store, ratelimit.PerMinute(30), pre+"race-token:", clusterBudget)
+	perIP := Limiter(t, store, ratelimit.PerMinute(50), pre+"race-ip:", clusterBudget)
+	perToken := Limiter(t, store, ratelimit.PerMinute(30), pre+"race-token:", clusterBudget)
 	race, err := ratelimit.NewMulti(perIP, perToken)
 	require.NoError(t, err)
 	var wg sync.WaitGroup

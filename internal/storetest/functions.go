@@ -36,13 +36,13 @@ func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 		without := tc.without
 		t.Run(tc.name, func(t *testing.T) {
 			srv := testserver.Own(t, kind, tc.extra...)
-			a := admin(t, srv.Addr)
+			a := Admin(t, srv.Addr)
 			ctx := context.Background()
 			if tc.acl != nil {
 				require.NoError(t, a.Do(ctx, tc.acl...).Err())
 			}
 			for _, alg := range ratelimit.Algorithms() {
-				l := limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(alg, 5, time.Hour), prefix())
+				l := Limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(alg, 5, time.Hour), Prefix())
 				_, err := l.Allow(ctx, "warm-up") // the library or the script loaded
 				require.NoError(t, err)
 				before, err := serverinfo.CommandStats(ctx, a)

@@ -28,7 +28,7 @@ func history(t *testing.T, addr string, newStore NewStore) {
 		wg.Add(1)
 		go func() { // in parallel: one wait for all
 			defer wg.Done()
-			l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 5, 500*time.Millisecond), prefix(), ratelimit.WithRetention(10*time.Second))
+			l := Limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 5, 500*time.Millisecond), Prefix(), ratelimit.WithRetention(10*time.Second))
 			ctx := context.Background()
 			var at []time.Time // when the server decided each
 			for i := 0; i < 5; i++ {
@@ -102,9 +102,9 @@ func largestDecision(t *testing.T, addr string, newStore NewStore) {
 	at := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
-	pre := prefix()
-	l := limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
-	a := admin(t, addr)
+	pre := Prefix()
+	l := Limiter(t, newStore(t, addr), ratelimit.PerHour(ratelimit.MaxLogLimit), pre, ratelimit.WithCallerClock(clock))
+	a := Admin(t, addr)
 	log := keysOf(t, pre, "heavy", l.Policy())[0]
 	fill := func(first int) { // a first request of cost first, then requests of cost 1 up to the limit
 		d, err := l.AllowN(ctx, "heavy", first)
@@ -176,7 +176,7 @@ func whilePinging(t *testing.T, addr string, do func()) (took, slowest time.Dura
 	ctx := context.Background()
 	noise := testserver.StartNoise()
 	defer func() { late = noise.Stop() }()
-	p := admin(t, addr)
+	p := Admin(t, addr)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)

@@ -35,12 +35,12 @@ func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 	t.Cleanup(func() { _ = local.Close() })
 	g, err := guard.New(primary, guard.WithFailures(3), guard.WithCoolDown(200*time.Millisecond), guard.WithFallback(local, 2))
 	require.NoError(t, err)
-	pre := prefix()
+	pre := Prefix()
 	// A budget that a descheduled caller rarely outlasts: the stalled
 	// master fails every call whatever the budget; a healthy one only
 	// when the machine is too busy to answer within it.
 	const budget = time.Second
-	l := limiter(t, g, ratelimit.NewPolicy(ratelimit.FixedWindow, 1_000_000, time.Second), pre, ratelimit.WithTimeout(budget))
+	l := Limiter(t, g, ratelimit.NewPolicy(ratelimit.FixedWindow, 1_000_000, time.Second), pre, ratelimit.WithTimeout(budget))
 
 	const keys, workers, stall = 300, 16, 3 * time.Second
 	stalled := c.Masters[0].Addr

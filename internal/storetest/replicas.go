@@ -42,8 +42,8 @@ func lagAndFailover(t *testing.T, kind testserver.Kind, newStore NewClusterStore
 	store := newStore(t, c.Addrs)
 	sharded, ok := store.(backend.ShardedStore)
 	require.True(t, ok)
-	pre := prefix()
-	l := limiter(t, store, ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), pre, ratelimit.WithTimeout(2*time.Second))
+	pre := Prefix()
+	l := Limiter(t, store, ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), pre, ratelimit.WithTimeout(2*time.Second))
 	ctx := context.Background()
 	key := ""
 	require.Eventually(t, func() bool { // a key on the first master
@@ -74,7 +74,7 @@ func lagAndFailover(t *testing.T, kind testserver.Kind, newStore NewClusterStore
 	// The replica is cut off: stopped, so that it cannot reconnect, and its
 	// link killed, so that nothing more reaches even its socket.
 	require.NoError(t, c.Replicas[0].Pause())
-	require.NoError(t, admin(t, c.Masters[0].Addr).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+	require.NoError(t, Admin(t, c.Masters[0].Addr).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
 	before, more := told, 20
 	if notReplicated != nil {
 		more = 5 // each waits for the acknowledgement's timeout

@@ -40,7 +40,7 @@ func beforeEpoch(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	var mu sync.Mutex
 	at := time.Unix(0, 0).Add(-2 * time.Second) // then -0.5s: the first entries are stale, and were not pruned
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
-	l := limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(10), prefix(), ratelimit.WithCallerClock(clock),
+	l := Limiter(t, newStore(t, srv.Addr), ratelimit.PerSecond(10), Prefix(), ratelimit.WithCallerClock(clock),
 		ratelimit.WithTimeout(time.Second))
 	ctx := context.Background()
 	setClock := func(d time.Duration) { mu.Lock(); at = time.Unix(0, 0).Add(d); mu.Unlock() }

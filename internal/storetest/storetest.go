@@ -52,7 +52,7 @@ func PrefixesOnACluster(t *testing.T, store backend.Store) {
 	ctx := context.Background()
 	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
 		for _, alg := range ratelimit.Algorithms() {
-			l := limiter(t, store, ratelimit.NewPolicy(alg, 2, time.Hour), prefix, clusterBudget)
+			l := Limiter(t, store, ratelimit.NewPolicy(alg, 2, time.Hour), prefix, clusterBudget)
 			require.NoError(t, l.Reset(ctx, "user"))
 			for i := 1; i <= 3; i++ {
 				d, err := l.Allow(ctx, "user")
@@ -66,7 +66,9 @@ func PrefixesOnACluster(t *testing.T, store backend.Store) {
 	}
 }
 
-func admin(t *testing.T, addr string) *goredis.Client {
+// Admin is a plain client of the server at addr, closed after t (Redis
+// and Valkey speak one protocol).
+func Admin(t *testing.T, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -80,18 +82,18 @@ var clusterBudget = ratelimit.WithTimeout(correctnessBudget)
 // correctnessBudget is the time budget of checks of what a store decides.
 const correctnessBudget = 10 * time.Second
 
-// limiter is a Limiter of p on s under prefix. Its time budget is a
+// Limiter is a Limiter of p on s under prefix. Its time budget is a
 // generous correctness budget: the checks of a store's answers must not
 // fail for a loaded machine's slow call; a check of the budget itself sets
 // its own (WithTimeout in opts, which comes later and wins).
-func limiter(t *testing.T, s backend.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
+func Limiter(t *testing.T, s backend.Store, p ratelimit.Policy, prefix string, opts ...ratelimit.Option) *ratelimit.Limiter {
 	l, err := ratelimit.New(s, p, append([]ratelimit.Option{ratelimit.WithPrefix(prefix), ratelimit.WithTimeout(correctnessBudget)}, opts...)...)
 	require.NoError(t, err)
 	return l
 }
 
-// prefix is a namespace no other check has used.
-func prefix() string { return fmt.Sprintf("storetest:%d:", time.Now().UnixNano()) }
+// Prefix is a namespace no other check has used.
+func Prefix() string { return fmt.Sprintf("storetest:%d:", time.Now().UnixNano()) }
 
 // failurePolicy, with the server down: a Limiter fails closed by default (the
 // caller gets the error) and open when asked (the caller gets an admission
@@ -105,7 +107,7 @@ func failurePolicy(t *testing.T, store backend.Store) {
 		if open {
 			opts = append(opts, ratelimit.WithFailOpen())
 		}
-		l := limiter(t, store, ratelimit.PerMinute(10), "down:", opts...)
+		l := Limiter(t, store, ratelimit.PerMinute(10), "down:", opts...)
 		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 		d, err := l.Allow(ctx, "user")
 		cancel()
@@ -123,11 +125,11 @@ func failurePolicy(t *testing.T, store backend.Store) {
 }
 
 func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
-	a := admin(t, addr)
+	a := Admin(t, addr)
 	ctx := context.Background()
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		// An hour: the three calls do not straddle a fixed window's end.
-		l := limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 10, time.Hour), prefix())
+		l := Limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 10, time.Hour), Prefix())
 		for i := 1; i <= 3; i++ {
 			require.NoError(t, a.ScriptFlush(ctx).Err())
 			require.NoError(t, a.FunctionFlush(ctx).Err())
@@ -141,8 +143,8 @@ func scriptFlushed(t *testing.T, addr string, newStore NewStore) {
 func scriptFlush(t *testing.T, addr string, newStore NewStore) {
 	// A generous budget: the property is that NOSCRIPT never reaches a
 	// caller, not how fast a loaded machine answers.
-	l := limiter(t, newStore(t, addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), prefix())
-	a := admin(t, addr)
+	l := Limiter(t, newStore(t, addr), ratelimit.PerSecond(ratelimit.MaxLogLimit), Prefix())
+	a := Admin(t, addr)
 	ld := startLoad(l, correctnessBudget)
 	for i := 0; i < 10; i++ {
 		time.Sleep(20 * time.Millisecond)
@@ -167,9 +169,9 @@ func keysUnder(t *testing.T, a *goredis.Client, prefix string) []string {
 
 func badInput(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
-	a := admin(t, addr)
-	pre := prefix()
-	l := limiter(t, newStore(t, addr), ratelimit.PerMinute(3), pre)
+	a := Admin(t, addr)
+	pre := Prefix()
+	l := Limiter(t, newStore(t, addr), ratelimit.PerMinute(3), pre)
 	var nilCtx context.Context
 	rejected := []struct {
 		name string
@@ -221,10 +223,10 @@ func second[T any](_ T, err error) error { return err }
 
 func flood(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
-	a := admin(t, addr)
+	a := Admin(t, addr)
 	for _, p := range []ratelimit.Policy{ratelimit.PerHour(50), ratelimit.PerHour(script.ShortLog + 72), ratelimit.NewPolicy(ratelimit.FixedWindow, 50, time.Hour)} {
-		pre, limit := prefix(), p.Limit
-		l := limiter(t, newStore(t, addr), p, pre)
+		pre, limit := Prefix(), p.Limit
+		l := Limiter(t, newStore(t, addr), p, pre)
 		for i := 0; i < 2000; i++ {
 			_, err := l.Allow(ctx, "abuser")
 			require.NoError(t, err)
@@ -258,12 +260,12 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	ahead := func() time.Time { return time.Now().Add(skew) }
 	behind := time.Now
 
-	pre := prefix()
+	pre := Prefix()
 	// What each instance's clock says is recorded, and must not be sent.
 	var sent atomic.Int64
 	spy := func(s backend.Store) backend.Store { return &timeSpy{Store: s, sent: &sent} }
-	a := limiter(t, spy(newStore(t, addr)), p, pre)
-	b := limiter(t, spy(newStore(t, addr)), p, pre)
+	a := Limiter(t, spy(newStore(t, addr)), p, pre)
+	b := Limiter(t, spy(newStore(t, addr)), p, pre)
 	admitted := 0
 	for i := 0; i < 2*limit; i++ {
 		l := a
@@ -279,9 +281,9 @@ func clockSkew(t *testing.T, addr string, newStore NewStore) {
 	require.Equal(t, limit, admitted, "two instances on the server clock share one limit")
 	require.Zero(t, sent.Load(), "no client time is sent on the server clock")
 
-	pre = prefix()
-	a = limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(ahead))
-	b = limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(behind))
+	pre = Prefix()
+	a = Limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(ahead))
+	b = Limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(behind))
 	admitted = 0
 	for _, l := range []*ratelimit.Limiter{b, a} { // the slow clock first, then the fast one
 		for i := 0; i < limit; i++ {
