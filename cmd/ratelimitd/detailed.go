@@ -20,7 +20,7 @@ const otherValues = "other"
 type detailedMetrics struct {
 	counter *prometheus.CounterVec
 	max     int
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	seen    map[string]map[string]struct{} // rule → its values with a series
 }
 
@@ -52,6 +52,12 @@ func (m *detailedMetrics) observe(d service.Detail) {
 // label is descriptor's label under rule: itself while the rule has fewer
 // than max values, or already has it; otherValues after.
 func (m *detailedMetrics) label(rule, descriptor string) string {
+	m.mu.RLock()
+	_, known := m.seen[rule][descriptor]
+	m.mu.RUnlock()
+	if known { // the common case, under a shared lock
+		return descriptor
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	values := m.seen[rule]
