@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -221,6 +222,20 @@ func TestTheGuardDecidesWhileTheServerIsDown(t *testing.T) {
 	assert.Equal(t, 4/2, admitted, "locally, a share of Limit/instances")
 	_, err = bare.ask(context.Background(), "g", []string{"k", "v"})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+
+	// go-redis's own lines about the dead server come in the service's
+	// format: they were plain text on stderr, whatever -log-format said.
+	clientLines := 0
+	for _, d := range []*daemon{guarded, bare} {
+		for _, line := range strings.Split(strings.TrimSpace(d.logs()), "\n") {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &m), "a line not in JSON: %s", line)
+			if m["client"] == "go-redis" {
+				clientLines++
+			}
+		}
+	}
+	t.Logf("%d lines of go-redis's, in JSON", clientLines)
 }
 
 // On SIGTERM with -shutdown-delay, readiness fails first while requests are
