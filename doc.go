@@ -50,10 +50,13 @@
 // Stores keep time in microseconds. By default a store uses its own clock
 // (the server's clock on Redis and Valkey, so instances with skewed clocks
 // agree on one window); [WithCallerClock] makes the [Limiter] send its own
-// time instead. State written at a time later than a decision's (a clock that
-// stepped back, a caller whose clock is behind) is treated as written at the
-// decision's time, and rewritten so: it holds quota for at most about one
-// window after the clock comes back, not for the size of the step. The price,
-// with the caller's clock only: callers whose clocks disagree by d see each
-// other's recent requests up to d early.
+// time instead. A key's time never goes back: a request whose time is behind
+// the key's (the time its state was last decided at) by up to
+// backend.MaxSkew (10 s) is decided at the key's time, so callers whose
+// clocks are skewed share one timeline per key and admit what one clock
+// would (over an interval of real time t, what the policy admits over t plus
+// the skew). State written further ahead (a clock that stepped back) is
+// treated as written at the decision's time, and rewritten so: it holds quota
+// for at most about one window after the clock comes back, not for the size
+// of the step.
 package ratelimit

@@ -30,7 +30,9 @@ func WithPrefix(prefix string) Option { return func(l *Limiter) { l.prefix = pre
 // the store as backend.Request.Now, to the microsecond) instead of letting the store
 // use its own clock. On Redis and Valkey the default (the server's clock)
 // keeps instances with skewed clocks on one window; use a caller's clock for
-// tests, or when a network store must not call TIME.
+// tests, or when a network store must not call TIME. Callers' clocks skewed
+// by up to backend.MaxSkew share one timeline per key (a Decision's At may
+// then be ahead of now()); keep them closer than that.
 func WithCallerClock(now func() time.Time) Option { return func(l *Limiter) { l.clock = now } }
 
 // WithName names the Limiter's policy ("per-user", "per-ip"...) in Events

@@ -13,11 +13,21 @@
 // The rules, shared by every store and written out once more in the Lua
 // scripts of the network backends:
 //
-//   - State from the future: state written at a time later than now (a
-//     clock that stepped back, a caller whose clock is behind) is treated as
-//     written at now, and a Take rewrites it so. No state therefore holds
-//     quota for more than one window (GCRA: one burst) after the clock comes
-//     back.
+//   - A key's time: every state holds the time it was last decided at, or
+//     one it cannot be before: the Log its newest entry's, Fixed and
+//     SlidingCounter their window's start, a non-empty Bucket the time of
+//     its level. A request whose now is before that time by at most
+//     MaxSkew is decided at that time instead (its outcome's At): a key's
+//     time never goes back, so instances whose clocks are skewed by up to
+//     MaxSkew share one timeline per key, the latest clock's, and no
+//     instance's view of the state is older than another's. (Re-timing
+//     such state to the earlier clock let each alternation of two skewed
+//     instances give the skew away: without bound.)
+//   - State from the future: state written at a time later than now by
+//     more than MaxSkew (a clock that stepped back, not a skew) is treated
+//     as written at now, and a Take rewrites it so. No state therefore
+//     holds quota for more than one window (GCRA: one burst) after such a
+//     step; a smaller step holds a key at its time for the step at most.
 //   - Sliding window (Log): an admitted request of cost n is one entry (t, n).
 //     An entry is in the window at now while t > now-window; a Take first
 //     re-times entries later than now to now, then prunes those at or before
@@ -63,6 +73,22 @@
 //     current count (the counter then the previous one), GCRA lowers the
 //     level by n*u (to 0 at most).
 package algorithm
+
+// MaxSkew is how far, µs, a request's time may be behind a key's and still
+// be decided at the key's time (see the package rules): the largest skew
+// between the clocks of instances sharing a store that the algorithms
+// keep exact. Beyond it, a clock is taken as stepped back.
+const MaxSkew = 10_000_000
+
+// keyTime is the time a request at now is decided at on a state whose time
+// is at (see the package rules): at when now is behind it by at most
+// MaxSkew, else now.
+func keyTime(now, at int64) int64 {
+	if at > now && at-now <= MaxSkew {
+		return at
+	}
+	return now
+}
 
 // Outcome is a decision in microseconds, as a store computes it.
 type Outcome struct {

@@ -25,6 +25,7 @@ type step struct {
 	at, cost                  int64 // cost 0: a peek of cost 1
 	allowed                   bool
 	count, resetAt, retryAftr int64
+	decided                   int64 // the time decided at, when not at (the key's time)
 }
 
 type decider interface {
@@ -42,15 +43,19 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 		} else {
 			out = d.Take(s.at*ms, r, s.cost)
 		}
+		at := s.at
+		if s.decided != 0 {
+			at = s.decided
+		}
 		if s.cost != 0 && out.Allowed { // a write says how long the state counts
-			assert.Equal(t, d.Life(s.at*ms, r), out.Life, "%s: Life", s.name)
+			assert.Equal(t, d.Life(at*ms, r), out.Life, "%s: Life", s.name)
 			assert.Positive(t, out.Life, "%s: Life", s.name)
 			assert.True(t, out.Changed, "%s: an admission changes the state", s.name)
 			out.Life = 0
 		}
 		out.Changed = false // TestChangedIsWhetherTheSavedBytesChanged checks the rest
 		assert.Zero(t, out.Life, "%s: a peek or a denial writes no Life", s.name)
-		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: s.at * ms}
+		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: at * ms}
 		assert.Equal(t, want, out, s.name)
 	}
 }
@@ -61,15 +66,15 @@ func rate(limit int, window time.Duration, alg kind, burst int) Rate {
 
 func TestLogFollowsTheRules(t *testing.T) {
 	run(t, &Log{}, rate(3, 100*time.Millisecond, slidingWindow, 0), []step{
-		{"peek on an empty log", 0, 0, true, 0, 0, 0},
-		{"first request", 0, 1, true, 1, 100, 0},
-		{"two at once: one entry of cost 2", 10, 2, true, 3, 100, 0},
-		{"over the limit: waits for the oldest to leave", 50, 1, false, 3, 100, 50},
-		{"cost 2 waits for the entry holding the second unit", 60, 2, false, 3, 100, 50},
-		{"the oldest left exactly at its time+window", 100, 1, true, 3, 110, 0},
-		{"peek denied", 105, 0, false, 3, 110, 5},
-		{"both units of t=10 leave together", 110, 2, true, 3, 200, 0},
-		{"a whole window later everything has left", 300, 0, true, 0, 300, 0},
+		{"peek on an empty log", 0, 0, true, 0, 0, 0, 0},
+		{"first request", 0, 1, true, 1, 100, 0, 0},
+		{"two at once: one entry of cost 2", 10, 2, true, 3, 100, 0, 0},
+		{"over the limit: waits for the oldest to leave", 50, 1, false, 3, 100, 50, 0},
+		{"cost 2 waits for the entry holding the second unit", 60, 2, false, 3, 100, 50, 0},
+		{"the oldest left exactly at its time+window", 100, 1, true, 3, 110, 0, 0},
+		{"peek denied", 105, 0, false, 3, 110, 5, 0},
+		{"both units of t=10 leave together", 110, 2, true, 3, 200, 0, 0},
+		{"a whole window later everything has left", 300, 0, true, 0, 300, 0, 0},
 	})
 }
 
@@ -102,16 +107,16 @@ func TestLogRetimesTheFuture(t *testing.T) {
 
 func TestFixedFollowsTheRules(t *testing.T) {
 	run(t, &Fixed{}, rate(3, 100*time.Millisecond, fixedWindow, 0), []step{
-		{"peek before any window", 5, 0, true, 0, 100, 0},
-		{"first", 5, 2, true, 2, 100, 0},
-		{"fills the window", 99, 1, true, 3, 100, 0},
-		{"denied until the window ends", 99, 1, false, 3, 100, 1},
-		{"a new window at the boundary", 100, 3, true, 3, 200, 0},
-		{"a late request: the stored window is after now, so it moves to now's, count and all", 50, 1, false, 3, 100, 50},
-		{"skipping windows", 730, 1, true, 1, 800, 0},
-		{"from the future: the window of 700 moves to now's, count and all", 410, 2, true, 3, 500, 0},
-		{"and ends with now's window", 499, 1, false, 3, 500, 1},
-		{"then counting starts over", 500, 1, true, 1, 600, 0},
+		{"peek before any window", 5, 0, true, 0, 100, 0, 0},
+		{"first", 5, 2, true, 2, 100, 0, 0},
+		{"fills the window", 99, 1, true, 3, 100, 0, 0},
+		{"denied until the window ends", 99, 1, false, 3, 100, 1, 0},
+		{"a new window at the boundary", 100, 3, true, 3, 200, 0, 0},
+		{"a late request, behind the key by under MaxSkew, is decided at its time, in its window", 50, 1, false, 3, 200, 100, 100},
+		{"skipping windows", 30_730, 1, true, 1, 30_800, 0, 0},
+		{"stepped back by more than MaxSkew: the window of 30,700 moves to now's, count and all", 410, 2, true, 3, 500, 0, 0},
+		{"and ends with now's window", 499, 1, false, 3, 500, 1, 0},
+		{"then counting starts over", 500, 1, true, 1, 600, 0, 0},
 	})
 }
 
@@ -119,17 +124,17 @@ func TestSlidingCounterFollowsTheRules(t *testing.T) {
 	// 10 per 100ms. Counts are the previous window's weighed by the
 	// thousandths of it still covered, rounded down, plus the current.
 	run(t, &SlidingCounter{}, rate(10, 100*time.Millisecond, slidingWindowCounter, 0), []step{
-		{"peek before any window", 5, 0, true, 0, 5, 0},
-		{"first: evenly spread, the first of 4 slides out 25ms into the next window", 5, 4, true, 4, 125, 0},
-		{"fills the window", 90, 6, true, 10, 110, 0},
-		{"denied: the count drops when 1 of 10 has slid out, at 110", 95, 1, false, 10, 110, 15},
-		{"at 110, 900 thousandths of 10 = 9 remain", 110, 1, true, 10, 120, 0},
-		{"cost 3 fits once ceil(10*k/1000) <= 10-1-3: k <= 600, at e=40", 115, 3, false, 10, 120, 25},
-		{"at 131, k=690 weighs 7", 131, 3, false, 8, 140, 9},
-		{"at 140, k=600 weighs 6", 140, 3, true, 10, 150, 0},
-		{"two windows later both counts are gone", 300, 0, true, 0, 300, 0},
-		{"a count to carry into the next window", 350, 10, true, 10, 410, 0},
-		{"in the next window it still weighs 10 at e=0", 400, 1, false, 10, 410, 10},
+		{"peek before any window", 5, 0, true, 0, 5, 0, 0},
+		{"first: evenly spread, the first of 4 slides out 25ms into the next window", 5, 4, true, 4, 125, 0, 0},
+		{"fills the window", 90, 6, true, 10, 110, 0, 0},
+		{"denied: the count drops when 1 of 10 has slid out, at 110", 95, 1, false, 10, 110, 15, 0},
+		{"at 110, 900 thousandths of 10 = 9 remain", 110, 1, true, 10, 120, 0, 0},
+		{"cost 3 fits once ceil(10*k/1000) <= 10-1-3: k <= 600, at e=40", 115, 3, false, 10, 120, 25, 0},
+		{"at 131, k=690 weighs 7", 131, 3, false, 8, 140, 9, 0},
+		{"at 140, k=600 weighs 6", 140, 3, true, 10, 150, 0, 0},
+		{"two windows later both counts are gone", 300, 0, true, 0, 300, 0, 0},
+		{"a count to carry into the next window", 350, 10, true, 10, 410, 0, 0},
+		{"in the next window it still weighs 10 at e=0", 400, 1, false, 10, 410, 10, 0},
 	})
 }
 
@@ -154,13 +159,13 @@ func TestFitsAfterIsTheFirstFit(t *testing.T) {
 func TestBucketFollowsTheRules(t *testing.T) {
 	// 10 per second (one every 100ms), burst 3.
 	run(t, &Bucket{}, rate(10, time.Second, gcra, 3), []step{
-		{"peek at an empty bucket", 0, 0, true, 0, 0, 0},
-		{"a burst of 3 at once", 0, 3, true, 3, 100, 0},
-		{"full: the next fits after one interval", 0, 1, false, 3, 100, 100},
-		{"40ms later, 60ms to go", 40, 1, false, 3, 100, 60},
-		{"cost 2 waits two intervals from full", 40, 2, false, 3, 100, 160},
-		{"spaced: one every 100ms", 100, 1, true, 3, 200, 0},
-		{"a long pause empties the bucket", 1000, 0, true, 0, 1000, 0},
+		{"peek at an empty bucket", 0, 0, true, 0, 0, 0, 0},
+		{"a burst of 3 at once", 0, 3, true, 3, 100, 0, 0},
+		{"full: the next fits after one interval", 0, 1, false, 3, 100, 100, 0},
+		{"40ms later, 60ms to go", 40, 1, false, 3, 100, 60, 0},
+		{"cost 2 waits two intervals from full", 40, 2, false, 3, 100, 160, 0},
+		{"spaced: one every 100ms", 100, 1, true, 3, 200, 0, 0},
+		{"a long pause empties the bucket", 1000, 0, true, 0, 1000, 0, 0},
 	})
 }
 

@@ -44,6 +44,15 @@ func (c *SlidingCounter) current(now, window int64) SlidingCounter {
 	return s
 }
 
+// keyTime is the time a request at now is decided at: the window's start,
+// when now is behind it by at most MaxSkew.
+func (c *SlidingCounter) keyTime(now int64) int64 {
+	if !c.started || c.start <= now {
+		return now
+	}
+	return keyTime(now, c.start)
+}
+
 // covered is the thousandths of the previous window that the sliding window
 // ending e into the current one still covers, rounded up.
 func covered(e, window int64) int64 { return ceilDiv((window-e)*1000, window) }
@@ -67,6 +76,7 @@ func fitsAfter(p, m, window int64) int64 {
 }
 
 func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+	now = c.keyTime(now)
 	s := c.current(now, r.Window)
 	w, e := r.Window, now-s.start
 	count, wp := s.cur, int64(0)
@@ -110,6 +120,7 @@ func (s *SlidingCounter) nextDrop(now, w, wp int64) int64 {
 // from the previous one (where a request weighs less); false, changing
 // nothing, if they hold less.
 func (c *SlidingCounter) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	now = c.keyTime(now)
 	s := c.current(now, r.Window)
 	if n > s.cur+s.prev {
 		return Outcome{}, false

@@ -42,6 +42,7 @@ func (f *Fixed) current(now, window int64) (start, count int64) {
 }
 
 func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+	now = f.keyTime(now)
 	start, count := f.current(now, r.Window)
 	end := start + r.Window
 	if f.aligned != r.Window || start != f.start {
@@ -64,6 +65,7 @@ func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 // Refund gives back n of the current window's count; false, changing
 // nothing, if it holds less.
 func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	now = f.keyTime(now)
 	start, count := f.current(now, r.Window)
 	if n > count {
 		return Outcome{}, false
@@ -72,6 +74,15 @@ func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	out := f.Peek(now, r, 1)
 	out.Life, out.Changed = f.Life(now, r), true
 	return out, true
+}
+
+// keyTime is the time a request at now is decided at: the window's start,
+// when now is behind it by at most MaxSkew.
+func (f *Fixed) keyTime(now int64) int64 {
+	if !f.started || f.start <= now {
+		return now // the common case, inlined
+	}
+	return keyTime(now, f.start)
 }
 
 // set writes the state's every field (see Outcome.set): a started window.

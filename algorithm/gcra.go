@@ -45,6 +45,7 @@ func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 }
 
 func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+	now = b.keyTime(now)
 	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
 	out.set(n*r.Unit <= capacity-level, 0, 0, 0, now, 0)
 	if !out.Allowed {
@@ -59,6 +60,15 @@ func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) 
 		out.Life, out.Changed = ceilDiv(level, r.Drain), true
 	}
 	out.Count, out.ResetAt = bucketCount(level, now, r)
+}
+
+// keyTime is the time a request at now is decided at: the level's, when
+// the bucket holds some and now is behind it by at most MaxSkew.
+func (b *Bucket) keyTime(now int64) int64 {
+	if b.level == 0 || b.at <= now {
+		return now
+	}
+	return keyTime(now, b.at)
 }
 
 // set writes the bucket's every field (see Outcome.set): level at now,
@@ -84,6 +94,7 @@ func bucketCount(level, now int64, r *Rate) (count, next int64) {
 // Refund lowers the level by n requests (to 0 at most); false, changing
 // nothing, if it holds fewer than n requests' worth.
 func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	now = b.keyTime(now)
 	level := b.levelAt(now, &r)
 	if n > ceilDiv(level, r.Unit) {
 		return Outcome{}, false

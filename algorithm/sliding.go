@@ -39,6 +39,7 @@ func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
 }
 
 func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+	now = l.keyTime(now)
 	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
 	changed := false
 	if record {
@@ -76,6 +77,15 @@ func retryAfter(e []Entry, k, now, window int64) int64 {
 		}
 	}
 	return window
+}
+
+// keyTime is the time a request at now is decided at: the newest entry's,
+// when now is behind it by at most MaxSkew.
+func (l *Log) keyTime(now int64) int64 {
+	if len(l.buf) == l.head {
+		return now
+	}
+	return keyTime(now, l.buf[len(l.buf)-1].At)
 }
 
 // retime moves the entries later than now to now (see the package rules),
@@ -127,6 +137,7 @@ func (l *Log) insert(now, n int64) {
 // Refund gives back n units, dropping them from the newest entries; false,
 // changing nothing, if the window holds fewer than n.
 func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+	now = l.keyTime(now)
 	if n > l.Peek(now, r, 1).Count {
 		return Outcome{}, false
 	}

@@ -44,9 +44,14 @@
 // longer still, so that the time between the decision and the write, or a
 // busy machine's delays, never drop state that counts.
 //
+// A key's time never goes back: a request whose Now is behind the key's own
+// time (package algorithm: its newest entry's, its window's start, its
+// bucket's level's) by at most MaxSkew is decided at the key's time, and its
+// Outcome.At says so.
+//
 // A denial records no request. It writes in one case only: state written at
-// a time later than the request's (by a clock that stepped back) is re-timed
-// to the request's time, as package algorithm's Take does.
+// a time later than the request's by more than MaxSkew (a clock that stepped
+// back) is re-timed to the request's time, as package algorithm's Take does.
 //
 // Stored state is distrusted: a row or a key may have been written by hand,
 // by a bug elsewhere or by a botched migration. State that does not load
@@ -72,6 +77,15 @@ import (
 // deciding one keeps it (see the package documentation). The Redis and
 // Valkey stores add it to every TTL they write.
 const KeepSlack = time.Second
+
+// MaxSkew is how far a request's time may be behind a key's own time (the
+// time its state was last decided at) and still be decided at the key's
+// time: see package algorithm's rules. Instances whose clocks are skewed by
+// up to MaxSkew (callers' clocks, or the clocks of stores that decide on
+// their own machine's) share one timeline per key and admit what one clock
+// would, plus at most what the algorithm admits over the skew; a clock
+// further behind is taken as stepped back, and the state is re-timed to it.
+const MaxSkew = algorithm.MaxSkew * time.Microsecond
 
 // MaxKeyLen is the longest key, in bytes; keys are otherwise arbitrary bytes
 // (braces, spaces, NUL, invalid UTF-8), and a store keeps every distinct key

@@ -174,6 +174,7 @@ var storeScenarios = []scenario{
 	{"TakeAll admits several policies on one key together or not at all", takeAllIsAtomic},
 	{"limits and costs at their bounds neither overflow nor over-admit", atTheBounds},
 	{"state from a clock that stepped back holds nothing past one window", clockStepsBack},
+	{"clocks skewed by up to MaxSkew share one timeline per key", skewedClocksShareOneTimeline},
 	{"a longer window keeps the history the store kept", longerWindowKeepsHistory},
 	{"a policy change on a partly drained key keeps whole requests", rateChangeKeepsWholeRequests},
 	{"a refund gives back exactly what was taken, and no more", refunds},

@@ -61,7 +61,8 @@ func stateOf(req backend.Request) state {
 // Refund refunds req.Cost as a RefundStore must, reporting false when it
 // must be refused.
 func (m *Model) Refund(req backend.Request) (backend.Outcome, bool) {
-	st, now, n := stateOf(req), req.Now, req.Cost
+	st, n := stateOf(req), req.Cost
+	now := m.keyTime(st, req.Now)
 	w := req.Rule.Window()
 	switch req.Rule.Algorithm() {
 	case backend.SlidingWindow:
@@ -108,7 +109,7 @@ func (m *Model) Refund(req backend.Request) (backend.Outcome, bool) {
 		m.gcra[st] = b
 	}
 	peek := req
-	peek.Cost = 1
+	peek.Cost, peek.Now = 1, now
 	return m.Peek(peek), true
 }
 
@@ -116,7 +117,8 @@ func (m *Model) decide(req backend.Request, record bool) backend.Outcome {
 	if req.Now == 0 {
 		panic("conformance.Model: a request without the caller's time")
 	}
-	st, now := stateOf(req), req.Now
+	st := stateOf(req)
+	now := m.keyTime(st, req.Now)
 	var out outcome
 	switch req.Rule.Algorithm() {
 	case backend.FixedWindow:
@@ -129,6 +131,30 @@ func (m *Model) decide(req backend.Request, record bool) backend.Outcome {
 		out = m.decideSliding(st, now, req, record)
 	}
 	return out.answer()
+}
+
+// keyTime is the time a request at now is decided at on st: the key's own
+// time (the newest entry's, the window's start, a non-empty bucket's),
+// when now is behind it by at most backend.MaxSkew; else now.
+func (m *Model) keyTime(st state, now int64) int64 {
+	at, ok := int64(0), false
+	switch st.alg {
+	case backend.SlidingWindow:
+		for _, e := range m.logs[st] {
+			at, ok = max(at, e.at), true
+		}
+	case backend.FixedWindow:
+		at, ok = m.fixed[st].start, m.hasFixed(st)
+	case backend.SlidingWindowCounter:
+		at, ok = m.counter[st].start, m.hasCounter(st)
+	case backend.GCRA:
+		b, has := m.gcra[st]
+		at, ok = b.at, has && b.level.Sign() > 0
+	}
+	if ok && at > now && at-now <= backend.MaxSkew.Microseconds() {
+		return at
+	}
+	return now
 }
 
 // Reset forgets key under prefix and every algorithm.

@@ -64,9 +64,9 @@ func atTheBounds(t *testing.T, e *env) {
 }
 
 // clockStepsBack: a clock that jumps an hour ahead and comes back leaves
-// state "in the future". It is treated as made now, so the key is denied for
-// at most about one window (the counter: until its count has slid out of the
-// next window), not for the hour.
+// state "in the future", by more than backend.MaxSkew. It is treated as
+// made now, so the key is denied for at most about one window (the counter:
+// until its count has slid out of the next window), not for the hour.
 func clockStepsBack(t *testing.T, e *env) {
 	const window = time.Second
 	c := e.checked(5, window)
@@ -84,6 +84,46 @@ func clockStepsBack(t *testing.T, e *env) {
 	mustLessOrEqual(t, d.RetryAfter, longest, "denied for the window, not for the hour")
 	c.clock.Advance(d.RetryAfter)
 	mustTrue(t, c.allow("user").Allowed, "admitted again after retry-after")
+}
+
+// skewedClocksShareOneTimeline: two instances whose clocks are skewed by
+// up to backend.MaxSkew, taking turns on one key, admit what one clock
+// would. The later instance's state is not re-timed to the earlier clock
+// (which gave each turn the skew away: 52 to 58 times the limit at 5 s
+// apart, GCRA 16 times at 20 ms); the earlier one's requests are decided
+// at the key's time: every decision is made at a time between the real
+// clock's and the later clock's, and the admissions hold to the policy on
+// those times. (On real time, that is at most what the policy admits over
+// an interval one skew longer.)
+func skewedClocksShareOneTimeline(t *testing.T, e *env) {
+	for _, skew := range []time.Duration{20 * time.Millisecond, 5 * time.Second} {
+		const limit, window, step = 20, time.Second, 5 * time.Millisecond
+		real := NewManualClock(start())
+		ahead := NewManualClock(real.Now().Add(skew))
+		e.clock = real
+		behind := e.limiter(limit, window)
+		l, err := ratelimit.New(e.newStore(t), e.policy(limit, window), ratelimit.WithPrefix(e.namespace()),
+			ratelimit.WithCallerClock(ahead.Now), ratelimit.WithTimeout(budget), ratelimit.WithRetention(retention))
+		mustNoError(t, err)
+		key := "skewed-" + skew.String()
+		var admitted []int64
+		for i := 0; i < int(3*window/step); i++ {
+			for _, li := range []*ratelimit.Limiter{l, behind} {
+				d, err := li.Allow(context.Background(), key)
+				mustNoError(t, err)
+				if d.At.Before(real.Now()) || d.At.After(ahead.Now()) {
+					t.Fatalf("%v apart: decided at %v, outside [the real clock's %v, the later clock's %v]", skew, d.At, real.Now(), ahead.Now())
+				}
+				if d.Allowed {
+					admitted = append(admitted, d.At.UnixMicro())
+				}
+			}
+			real.Advance(step)
+			ahead.Advance(step)
+		}
+		mustZero(t, OverAdmissions(admitted, e.policy(limit, window)),
+			"two instances %v apart, taking turns: %d admitted in %v at %d per %v", skew, len(admitted), 3*window, limit, window)
+	}
 }
 
 // longerWindowKeepsHistory: a window lengthened within the Limiter's

@@ -16,8 +16,14 @@
 
 -- The bounds package backend states (script.go writes them in for BOUNDS):
 -- the latest time (µs), the largest count, GCRA level and unit, and the
--- largest sliding log; and the TTL slack (ms).
-local max_time, max_count, max_level, max_unit, max_log, slack = BOUNDS
+-- largest sliding log; the TTL slack (ms); and the largest skew (µs).
+local max_time, max_count, max_level, max_unit, max_log, slack, max_skew = BOUNDS
+
+-- A key's time never goes back (package algorithm's rules): a request
+-- whose now is behind the time of the key's state (the newest entry of a
+-- log, a window's start, a bucket's level) by at most max_skew is decided
+-- at that time, so that skewed clocks share one timeline per key. Each
+-- algorithm applies it once its state is read, before deciding.
 
 -- Stored numbers are distrusted: a key may have been written by hand, by a
 -- bug elsewhere or by a botched migration. A number is valid when it is an

@@ -10,8 +10,10 @@ local limit, window = p1, p2
 local start, prev, cur
 if v and #v == 24 then start, prev, cur = struct.unpack('<ddd', v) end
 local future = false
-if not (start and start >= 0 and start <= max_time and start % 1 == 0 and prev >= 0 and prev <= max_count and prev % 1 == 0
-    and cur >= 0 and cur <= max_count and cur % 1 == 0) then
+local valid = start and start >= 0 and start <= max_time and start % 1 == 0 and prev >= 0 and prev <= max_count and prev % 1 == 0
+    and cur >= 0 and cur <= max_count and cur % 1 == 0
+if valid and start > now and start - now <= max_skew then now = start end -- the key's time
+if not valid then
   start, prev, cur = now - math.fmod(now, window), 0, 0
 elseif start > now then
   start, future = now - math.fmod(now, window), true -- from the future: moved to now's window

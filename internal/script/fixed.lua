@@ -3,10 +3,11 @@
 local limit, window = p1, p2
 local start, count
 if v and #v == 16 then start, count = struct.unpack('<dd', v) end
+local valid = start and start >= 0 and start <= max_time and start % 1 == 0 and count >= 0 and count <= max_count and count % 1 == 0
+if valid and start > now and start - now <= max_skew then now = start end -- the key's time
 local ws = now - math.fmod(now, window) -- now's window (now >= 0; fmod is exact)
 local future = false
-if not (start and start >= 0 and start <= max_time and start % 1 == 0 and count >= 0 and count <= max_count and count % 1 == 0)
-    or ws > start then
+if not valid or ws > start then
   start, count = ws, 0 -- no state, or a later window
 elseif start > now then
   start, future = ws, true -- from the future: moved to now's window, count and all

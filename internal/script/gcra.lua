@@ -11,6 +11,7 @@ local level, future = 0, false
 if at and at >= 0 and at <= max_time and at % 1 == 0 and l >= 0 and l <= max_level and l % 1 == 0
     and u >= 1 and u <= max_unit and d >= 1 and d <= max_count then -- u, d: unsigned integers
   level = l
+  if level > 0 and at > now and at - now <= max_skew then now = at end -- the key's time
   if level > 0 then
     if u ~= unit or d ~= drain then -- another rate: as many requests, at most a burst
       level = math.min(floor((level + u - 1) / u), burst) * unit

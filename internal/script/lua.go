@@ -54,10 +54,10 @@ var (
 	// The bodies of the O(1) algorithms, each after the read of its state.
 	fixedBody, counterBody, gcraBody = state + fixed, state + counter, state + gcra
 
-	// prelude is common.lua with the bounds of package backend and the TTL
-	// slack written in.
-	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
-		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack), 1)
+	// prelude is common.lua with the bounds of package backend, the TTL
+	// slack and the largest skew written in.
+	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
+		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack, backend.MaxSkew.Microseconds()), 1)
 
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, the sliding log's functions, a function around

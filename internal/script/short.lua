@@ -35,13 +35,16 @@ local function short_fresh(log, op, now, cost, retain, limit, window)
 end
 
 function decide_short(log, op, now, cost, retain, limit, window, v)
-  local cutoff = now - window -- a unit at t is in the window while t > cutoff
   local n = #v / 8
   local first, oldest, newest = 1, nil, nil -- first: the oldest unit in the window
   local valid = n % 1 == 0 and n <= max_log
   if valid and n > 0 then
     newest = unit(v, n)
     valid = newest ~= nil
+    if valid and newest > now and newest - now <= max_skew then now = newest end -- the key's time
+  end
+  local cutoff = now - window -- a unit at t is in the window while t > cutoff
+  if valid and n > 0 then
     while valid and first <= n do
       local x = unit(v, first)
       if not x or x > newest then

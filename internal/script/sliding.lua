@@ -73,7 +73,7 @@ end
 -- and retry, and rarely renews the TTLs. Every loop ends: those over
 -- entries stop at the end of the log, whatever the counts in meta say.
 local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
-  local cutoff = now - window -- an entry at t is in the window while t > cutoff
+  local wall = now -- the clock's own time: the TTLs' (now may become the key's)
   local v = redis.call('GET', meta)
   local seq, extra, newest, oldest, expires, entries = 0, 0, -1, -1, -1, -1
   if v then
@@ -93,6 +93,8 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
   if oldest < 0 or (newest and oldest > newest) then oldest = nil end -- inconsistent: unknown
   if expires < 0 then expires = nil end
   if entries < 0 then entries = nil end
+  if newest and newest > now and newest - now <= max_skew then now = newest end -- the key's time
+  local cutoff = now - window -- an entry at t is in the window while t > cutoff
   local count
   -- known: oldest is the time of the oldest entry (nil: the log is empty),
   -- entries their number, and every entry is in the window.
@@ -155,6 +157,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     extra = math.max(extra, 0)
     redis.call('ZREMRANGEBYRANK', log, -k, -1)
     if rest then seq = add_entry(log, rest[1], rest[2], math.max(limit, count), seq) end
+    newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2]) -- the key's time is the newest left's
     redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
     redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
     count, cost, op = count - cost, 1, 'peek'
@@ -204,7 +207,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     if known then c = entries + 1 else oldest = nil end
     -- The keys must live ttl_ms - slack at least from now: renewed (to
     -- ttl_ms) unless they already do, by the server's clock.
-    local now_ms = math.floor(now / 1000)
+    local now_ms = math.floor(wall / 1000)
     if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
       redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, expires, c), 'KEEPTTL')
     else
