@@ -6,12 +6,14 @@
 // limit, the answer stays the same until the denial's RetryAfter passes:
 // nothing frees quota before then (the oldest request leaves, the window
 // ends, the counter or the bucket drops a request's worth exactly then),
-// and every other instance is denied as well. The cache keeps such denials,
-// per key and algorithm, and answers the key's requests of cost 1 itself
-// until then, with the same Decision fields (RetryAfter counting down, At
-// moving on), then asks the store again. It never admits: everything but
-// those denials goes to the store (admissions, peeks, larger costs, keys
-// over their limit after a policy was lowered). It never denies longer
+// and every other instance is denied as well. A key over its limit (a
+// limit lowered under it) stays denied as long, and its answer stays the
+// same until its ResetAt, when its count next drops. The cache keeps such
+// denials, per key and algorithm, and answers the key's requests of cost 1
+// itself until then (the earlier of the two), with the same Decision
+// fields (RetryAfter counting down, At moving on), then asks the store
+// again. It never admits: everything but those denials goes to the store
+// (admissions, peeks, larger costs). It never denies longer
 // than the store would, but for what it cannot see: a policy change makes
 // it ask the store (a cached denial is only used under the policy that made
 // it), and Reset and Refund through this Store clear the key. Over a store
@@ -102,11 +104,13 @@ type denial struct {
 	out    backend.Outcome
 	rule   *backend.Rule
 	caller bool // on the caller's clock
-	// On the caller's clock, until is on it (µs); on the store's, the
-	// denial ends retry after sent, when the request went out, on the
+	// until is when the answer stops holding (the denial's end, or the
+	// next drop of the count of a key over its limit), retry when the
+	// denial ends: on the caller's clock, times on it (µs); on the
+	// store's, durations from sent, when the request went out, on the
 	// local monotonic clock.
-	until int64
-	sent  time.Time
+	until, retry int64
+	sent         time.Time
 }
 
 // Option configures a Store.
@@ -196,16 +200,21 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 
 // consider caches out, the store's answer to req (of cost 1) sent at sent
 // and generation gen, if it is a denial that holds until its RetryAfter:
-// the key at its limit, on the store's own rule.
+// the key at its limit or over it, on the store's own rule. Nothing frees
+// quota for a request of cost 1 before its RetryAfter then, however far
+// over the limit the key is; the answer holds until the count next drops
+// (ResetAt: at the limit, when the request fits).
 func (s *Store) consider(req *backend.Request, out backend.Outcome, sent time.Time, gen generation) {
-	if out.Allowed || out.Count != req.Rule.MaxCost() || out.RetryAfter <= 0 || out.Fallback != nil {
+	if out.Allowed || out.Count < req.Rule.MaxCost() || out.RetryAfter <= 0 || out.Fallback != nil {
 		return
 	}
-	c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent}
+	c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent,
+		until: min(out.RetryAfter, out.ResetAt-out.At), retry: out.RetryAfter}
+	if c.until <= 0 {
+		return
+	}
 	if c.caller {
-		c.until = out.At + out.RetryAfter
-	} else {
-		c.until = out.RetryAfter
+		c.until, c.retry = out.At+c.until, out.At+c.retry
 	}
 	s.remember(slotOf(req), c, gen)
 }
@@ -231,20 +240,20 @@ func (c denial) answer(req *backend.Request) (backend.Outcome, bool) {
 		return backend.Outcome{}, false
 	}
 	out := c.out
-	var left int64
+	var now int64 // on the cached times' scale
 	if c.caller {
 		if req.Now < c.out.At {
 			return backend.Outcome{}, false // a caller's clock before the denial: the store's to say
 		}
-		out.At, left = req.Now, c.until-req.Now
+		now, out.At = req.Now, req.Now
 	} else {
-		elapsed := time.Since(c.sent).Microseconds()
-		out.At, left = c.out.At+elapsed, c.until-elapsed
+		now = time.Since(c.sent).Microseconds()
+		out.At = c.out.At + now
 	}
-	if left <= 0 {
+	if now >= c.until {
 		return backend.Outcome{}, false // over: the store's to say
 	}
-	out.RetryAfter = left
+	out.RetryAfter = c.retry - now
 	return out, true
 }
 

@@ -22,19 +22,39 @@ end
 -- decide_short decides on the short log v (the value at log: '' for none).
 -- Stored bytes are distrusted as elsewhere: a length that is no whole
 -- number of units, or any unit read that holds no time (or one out of
--- order where the answer depends on it), makes v no state: the request is
--- decided as on a fresh key, and a write replaces it. Every unit is read
--- before anything is written; no loop runs past the end of v.
+-- order where the answer depends on it), makes v corrupt: it is healed
+-- (short_heal) and the request decided on what is left, which a take
+-- writes back. Every unit is read before anything is written; no loop runs
+-- past the end of v.
 local decide_short
 
--- short_fresh decides as on a fresh key: a peek answers, anything else
--- decides on no units (and writes over what was there).
-local function short_fresh(log, op, now, cost, retain, limit, window)
-  if op == 'peek' then return {1, 0, now, 0, now} end -- a fresh key admits any cost (at most the limit)
-  return decide_short(log, op, now, cost, retain, limit, window, '')
+-- short_heal is v with every unit a time, in order: a unit that holds no
+-- time is taken as a request at the next unit's time (or now, for the
+-- last), which it cannot be later than, so a healed log never frees quota
+-- sooner than the requests it recorded would (dropping every unit once a
+-- bad one came to light let a key admit again what it had admitted: 7 in
+-- a window at 5 per second); then the units are sorted. A string longer
+-- than any log's is none of ours: ''.
+local function short_heal(v, now)
+  local n = math.floor(#v / 8)
+  if n > 2 * max_log then return '' end
+  local times, later = {}, now
+  for i = n, 1, -1 do
+    local x = unit(v, i) or later
+    times[i], later = x, x
+  end
+  table.sort(times)
+  local parts = {}
+  for i = math.max(1, n - max_log + 1), n do parts[#parts + 1] = struct.pack('<d', times[i]) end
+  return table.concat(parts)
 end
 
-function decide_short(log, op, now, cost, retain, limit, window, v)
+-- short_healed decides on v healed, which a take writes back.
+local function short_healed(log, op, now, cost, retain, limit, window, v)
+  return decide_short(log, op, now, cost, retain, limit, window, short_heal(v, now), true)
+end
+
+function decide_short(log, op, now, cost, retain, limit, window, v, healed)
   local n = #v / 8
   local first, oldest, newest = 1, nil, nil -- first: the oldest unit in the window
   local valid = n % 1 == 0 and n <= max_log
@@ -57,7 +77,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v)
       end
     end
   end
-  if not valid then return short_fresh(log, op, now, cost, retain, limit, window) end
+  if not valid then return short_healed(log, op, now, cost, retain, limit, window, v) end
   local count = n - first + 1
   if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
 
@@ -70,7 +90,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v)
     local j = n
     while j >= first do
       local x = unit(v, j)
-      if not x then return short_fresh(log, op, now, cost, retain, limit, window) end
+      if not x then return short_healed(log, op, now, cost, retain, limit, window, v) end
       if x <= now then break end
       j = j - 1
     end
@@ -89,7 +109,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v)
     retry = window
     if k <= count then
       local at = unit(body, first + k - 1)
-      if not at or at <= cutoff then return short_fresh(log, op, now, cost, retain, limit, window) end -- out of order: none of ours
+      if not at or at <= cutoff then return short_healed(log, op, now, cost, retain, limit, window, v) end -- out of order: none of ours
       retry = math.min(at, now) + window - now
     end
   end
@@ -97,7 +117,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v)
 
   -- the write: a refund, or a take that admits, prunes or re-times (but a
   -- quiet take's denial, which writes nothing)
-  if op == 'refund' or (op == 'take' and (allowed or first > 1 or body ~= v) and not (quiet and not allowed)) then
+  if op == 'refund' or (op == 'take' and (allowed or first > 1 or body ~= v or healed) and not (quiet and not allowed)) then
     local kept = string.sub(body, first * 8 - 7, math.min(keep, n) * 8)
     if keep > n then kept = kept .. string.rep(struct.pack('<d', now), keep - n) end
     if #kept == 0 then
@@ -113,18 +133,16 @@ function decide_short(log, op, now, cost, retain, limit, window, v)
 end
 
 -- short_from_log moves the sorted set at log (and its meta) to a short
--- log, keeping the units still in the window, and returns it; a key of
--- another type is deleted: no state (''). A log holding more than
--- short_log units in the window (a limit lowered across short_log) is left
--- as it is, and nil returned: it is decided as a sorted set until enough
--- have left, so that no string longer than a short log's is ever copied a
--- call. No more entries are read than could be moved.
+-- log, keeping the units still in the window, and returns it. A log
+-- holding more than short_log units in the window (a limit lowered across
+-- short_log) is left as it is, and nil returned: it is decided as a sorted
+-- set until enough have left, so that no string longer than a short log's
+-- is ever copied a call. Its entries are counted first (O(1)), so a log
+-- too long to move costs nothing more; no more entries are read than could
+-- be moved.
 local function short_from_log(log, meta, now, window, retain)
-  local e = redis.pcall('ZREVRANGEBYSCORE', log, '+inf', now - window + 1, 'WITHSCORES', 'LIMIT', 0, short_log + 1)
-  if e.err then
-    redis.call('DEL', log, meta)
-    return ''
-  end
+  if redis.call('ZCARD', log) > short_log and redis.call('ZCOUNT', log, now - window + 1, '+inf') > short_log then return nil end
+  local e = redis.call('ZREVRANGEBYSCORE', log, '+inf', now - window + 1, 'WITHSCORES', 'LIMIT', 0, short_log + 1)
   if #e / 2 > short_log then return nil end
   local parts, units = {}, 0
   for i = #e - 1, 1, -2 do -- oldest first
@@ -180,26 +198,34 @@ local function log_from_short(log, meta, now, window, retain)
   redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
 end
 
--- sliding decides a request on a sliding log, in the form its limit picks
--- (but a sorted set too long to move: see short_from_log). A key of
--- another type than the form's is moved from the other form, or
--- deleted (even by a peek) and decided as a fresh key when it is of no
--- form. Any other error is raised as the server gave it (READONLY, OOM:
--- the client acts on the code).
+-- sliding decides a request on a sliding log, in the form its limit picks.
+-- A take moves a key of the other form to this one (see short_from_log for
+-- a sorted set too long to move); a peek or a refund decides on the form
+-- the key is in, changing nothing of it (a refused refund writes nothing),
+-- so that no entry is dropped by a look. A key of neither form (another
+-- type) holds no state: it is deleted, even by a peek, and decided as a
+-- fresh key. Any other error is raised as the server gave it (READONLY,
+-- OOM: the client acts on the code).
 local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock)
-  if limit <= short_log then
-    local v, long = redis.pcall('GET', log), false
-    if type(v) == 'table' then
-      if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
-      v = short_from_log(log, meta, now, window, retain)
+  local v, long = redis.pcall('GET', log), limit > short_log -- v: the short log, or false for no key
+  if type(v) == 'table' then
+    if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
+    if redis.call('TYPE', log).ok ~= 'zset' then
+      redis.call('DEL', log, meta)
+      v = false
+    elseif not long and op == 'take' then
+      v = short_from_log(log, meta, now, window, retain) -- nil: too long to move
       long = v == nil
+    else
+      long = true -- the sorted set, as it is
     end
-    if not long then return decide_short(log, op, now, cost, retain, limit, window, v or '') end
+  elseif v and long then
+    if op == 'take' then
+      log_from_short(log, meta, now, window, retain)
+    else
+      long = false -- the short log, as it is
+    end
   end
-  local ok, out = pcall(decide_log, log, meta, op, now, cost, retain, limit, window, own_clock)
-  if ok then return out end
-  local msg = type(out) == 'table' and out.err or tostring(out)
-  if string.find(msg, 'WRONGTYPE', 1, true) ~= 1 then error(redis.error_reply(msg)) end
-  log_from_short(log, meta, now, window, retain)
-  return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
+  if long then return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock) end
+  return decide_short(log, op, now, cost, retain, limit, window, v or '')
 end

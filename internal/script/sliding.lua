@@ -59,6 +59,45 @@ local function prune(log, cutoff, extra)
   return math.max(extra - pruned, 0), removed -- never below 0, whatever the members say
 end
 
+-- rebuild is what the meta of log says, read from log itself: the extra
+-- units, the newest and oldest entries' times (-1: none) and the number of
+-- entries; nil for a log of more entries than any limit's (none of ours).
+-- It reads at most max_log + 1 entries: a meta that is missing (a fresh
+-- key, or one evicted apart from its log) or none of ours is rebuilt so,
+-- as is one that disagrees with its log (decide_log).
+local function rebuild(log)
+  local e = redis.call('ZRANGE', log, 0, max_log, 'WITHSCORES')
+  local n = #e / 2
+  if n > max_log then return nil end
+  if n == 0 then return 0, -1, -1, 0 end
+  local extra = 0
+  for i = 1, #e, 2 do extra = extra + cost_of(e[i]) - 1 end
+  return extra, tonumber(e[#e]), tonumber(e[2]), n
+end
+
+-- unit_at is the time of the entry holding the k-th oldest unit of the
+-- log's window (cutoff, +inf), which holds count units, counted from
+-- whichever end is nearer: a denial reads at most about half the limit's
+-- entries, however long the log (a limit lowered under it). nil when the
+-- log ends first (its meta miscounted).
+local function unit_at(log, cutoff, k, count)
+  local offset, left = 0, count - k + 1 -- from the newest, the k-th oldest is the left-th
+  while true do
+    local e
+    if k <= left then
+      e = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', offset, 128)
+    else
+      e = redis.call('ZREVRANGEBYSCORE', log, '+inf', cutoff + 1, 'WITHSCORES', 'LIMIT', offset, 128)
+    end
+    if #e == 0 then return nil end
+    for i = 1, #e, 2 do
+      if k <= left then k = k - cost_of(e[i]) else left = left - cost_of(e[i]) end
+      if k <= 0 or left <= 0 then return tonumber(e[i + 1]) end
+    end
+    offset = offset + 128
+  end
+end
+
 -- decide_log decides on the log; own_clock says now is the server's TIME.
 -- Beyond n, x and t, meta holds o, e and c, each -1 when unknown (no time
 -- or count can be mistaken for it). o is the time of the oldest entry
@@ -72,20 +111,32 @@ end
 -- writes the meta once, in 4 to 6 commands; it reads no entry for reset
 -- and retry, and rarely renews the TTLs. Every loop ends: those over
 -- entries stop at the end of the log, whatever the counts in meta say.
+--
+-- The two keys may part (a server under maxmemory evicts one, someone
+-- deletes one): the log is the truth and the meta is rebuilt from it when
+-- it is missing or none of ours, and when a take the meta's count would
+-- deny finds the log holding another number of entries; no meta's count
+-- is trusted past that denial.
 local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
   local wall = now -- the clock's own time: the TTLs' (now may become the key's)
-  local v = redis.call('GET', meta)
+  local v = redis.pcall('GET', meta)
+  if type(v) == 'table' then -- an error: a meta of another type is none of ours
+    if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
+    v = false
+  end
   local seq, extra, newest, oldest, expires, entries = 0, 0, -1, -1, -1, -1
-  if v then
-    if #v == 48 then seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v) end
-    if not (#v == 48 and seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
-        and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
-        and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= 2 ^ 53 and entries % 1 == 0) then
-      -- a number that is none of ours: no state, as on a fresh key
+  if v and #v == 48 then seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v) end
+  if not (v and #v == 48 and seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
+      and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
+      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log and entries % 1 == 0) then
+    -- no meta, or a number that is none of ours: rebuilt from the log
+    local x, t, o, c = rebuild(log)
+    if not x then -- nor is the log ours: no state, as on a fresh key
       if op == 'peek' then return {1, 0, now, 0, now} end -- a fresh key admits any cost (at most the limit)
       redis.call('DEL', log, meta)
-      v, seq, extra, newest, oldest, expires, entries = false, 0, 0, -1, -1, -1, -1
+      x, t, o, c = 0, -1, -1, 0
     end
+    v, seq, extra, newest, oldest, expires, entries = false, 0, x, t, o, -1, c
   end
   local ttl_ms = log_ttl(window, retain)
   -- nil: unknown
@@ -98,20 +149,47 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
   local count
   -- known: oldest is the time of the oldest entry (nil: the log is empty),
   -- entries their number, and every entry is in the window.
-  local known, pruned = false, false
+  local known, pruned, checked, counted = false, false, false, false
   if op == 'take' and not (newest and newest > now) then -- the common case
-    if not oldest or oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
-      local removed
-      extra, removed = prune(log, cutoff, extra)
-      if entries and entries >= removed then entries = entries - removed else entries = redis.call('ZCARD', log) end
-      oldest = nil
-      if entries > 0 then oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2]) end
-      pruned = true
-    elseif not entries then
-      entries = redis.call('ZCARD', log)
+    while true do
+      if not oldest or oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
+        local removed
+        extra, removed = prune(log, cutoff, extra)
+        if entries and entries >= removed then
+          entries = entries - removed
+        else
+          entries, counted = redis.call('ZCARD', log), true
+        end
+        oldest = nil
+        if entries > 0 then oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2]) end
+        pruned = true
+      elseif not entries then
+        entries, counted = redis.call('ZCARD', log), true
+      end
+      count, known = entries + extra, true
+      if checked or cost <= limit - count then break end
+      -- A denial by the meta's count: the log must hold as many entries,
+      -- or the two parted (O(1) to check; rebuilt, and decided again). A
+      -- count the meta did not know (after a refund) leaves its extra units
+      -- unchecked: they are counted again from the log, once.
+      checked = true
+      if redis.call('ZCARD', log) == entries and not (counted and extra > 0) then break end
+      local x, t, o, c = rebuild(log)
+      if not x then
+        redis.call('DEL', log, meta)
+        x, t, o, c = 0, -1, -1, 0
+      end
+      v, extra, newest, oldest, expires, entries = false, x, t, o, nil, c
+      if newest < 0 then newest = nil end
+      if oldest < 0 then oldest = nil end
+      pruned = true -- the meta is written, though this call be denied
     end
-    count, known = entries + extra, true
   else
+    if redis.call('ZCARD', log) > max_log then -- more entries than any limit's: none of ours
+      if op == 'peek' then return {1, 0, now, 0, now} end
+      redis.call('DEL', log, meta)
+      v, seq, extra, newest, oldest, expires, entries = false, 0, 0, nil, nil, nil, 0
+    end
     count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
     if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
     if op ~= 'peek' and not (quiet and op == 'take' and cost > limit - count) then -- a take or a refund writes: re-time the future, prune
@@ -155,7 +233,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       end
     end
     extra = math.max(extra, 0)
-    redis.call('ZREMRANGEBYRANK', log, -k, -1)
+    if k > 0 then redis.call('ZREMRANGEBYRANK', log, -k, -1) end -- (-0 is no rank: a meta that miscounted)
     if rest then seq = add_entry(log, rest[1], rest[2], math.max(limit, count), seq) end
     newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2]) -- the key's time is the newest left's
     redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
@@ -180,22 +258,19 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       elseif extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
         at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]) or now
       else
-        local offset = 0
-        while not at do
-          local e = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', offset, 128)
-          if #e == 0 then at = now break end -- the end of the log: meta miscounted
-          for i = 1, #e, 2 do
-            k = k - cost_of(e[i])
-            if k <= 0 then at = tonumber(e[i + 1]) break end
-          end
-          offset = offset + 128
-        end
+        at = unit_at(log, cutoff, k, count) or now
       end
       retry = math.min(at, now) + window - now
     end
     if pruned then -- kept exact for the next call, though this one is denied
-      local packed = struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, expires or -1, v and entries or -1)
-      if v then redis.call('SET', meta, packed, 'KEEPTTL') else redis.call('SET', meta, packed, 'PX', ttl_ms) end
+      if v then
+        redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, expires or -1, entries), 'KEEPTTL')
+      else -- a new meta: both keys get one TTL, so its count holds as long as the log
+        local e = -1
+        if own_clock then e = math.floor(wall / 1000) + ttl_ms end
+        redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, e, entries), 'PX', ttl_ms)
+        redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+      end
     end
   elseif op == 'take' then
     local empty = count == 0 -- every entry holds a unit at least: the log is gone

@@ -42,6 +42,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("a longer window within the retention finds the history the old TTL would have dropped", func(t *testing.T) { history(t, addr, newStore) })
 	t.Run("the largest decision keeps the server answering others", func(t *testing.T) { largestDecision(t, addr, newStore) })
 	ScriptsEnd(t, kind, newStore)
+	Logs(t, kind, newStore)
 }
 
 // PrefixesOnACluster requires store, on a client of a real cluster, to keep
