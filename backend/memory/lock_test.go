@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,4 +59,27 @@ func TestADecisionThatPanicsLeavesItsShardUnlocked(t *testing.T) {
 		t.Fatal("the shard stayed locked after a panic under guard")
 	}
 	boom.shards[0].mu.Unlock()
+}
+
+// A store clock that panics reaches no goroutine of the store's own: the
+// sweeper once called it unguarded, and the panic ended the process.
+func TestAClockThatPanicsDoesNotEndTheProcess(t *testing.T) {
+	var calls atomic.Int64
+	s, err := New(WithSweepInterval(time.Millisecond), WithStoreClock(func() time.Time {
+		calls.Add(1)
+		panic("boom")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if calls.Load() < 3 {
+		t.Fatal("the sweeper never read the clock")
+	}
+	if n := s.Sweep(); n != 0 {
+		t.Fatalf("Sweep on a clock that panics dropped %d", n)
+	}
 }

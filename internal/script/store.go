@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit/backend"
 )
@@ -45,9 +46,44 @@ type Store struct {
 	// OneServer says every key is on one server (not a cluster or a
 	// ring): TakeAll then runs one script for any keys.
 	OneServer bool
-	// noFunctions: the server has no functions, or the client cannot load
-	// them where it calls them; decisions run EVALSHA.
-	noFunctions atomic.Bool
+	// scriptsUntil, while not 0, is when (Unix ns) decisions try FCALL
+	// again after the server refused functions: until then they run
+	// EVALSHA. retryIn is the wait after the next refusal: it doubles on
+	// each refusal up to maxFunctionRetry, so a server without functions
+	// costs one refused FCALL a minute, and one that refused for a moment
+	// (a FUNCTION FLUSH race, an ACL changed and changed back) has FCALL
+	// back within a second or two.
+	scriptsUntil atomic.Int64
+	retryIn      atomic.Int64
+}
+
+// The waits before trying FCALL again after a refusal: the first, and the
+// longest (see Store.scriptsUntil).
+const (
+	minFunctionRetry = time.Second
+	maxFunctionRetry = time.Minute
+)
+
+// scripted reports whether decisions run EVALSHA now, the server having
+// refused functions a moment ago.
+func (s *Store) scripted() bool {
+	until := s.scriptsUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// refused notes that the server refused functions: EVALSHA for a while.
+func (s *Store) refused() {
+	wait := max(time.Duration(s.retryIn.Load()), minFunctionRetry)
+	s.scriptsUntil.Store(time.Now().Add(wait).UnixNano())
+	s.retryIn.Store(int64(min(2*wait, maxFunctionRetry)))
+}
+
+// accepted notes an FCALL the server ran: the next refusal waits the least.
+func (s *Store) accepted() {
+	if s.scriptsUntil.Load() != 0 {
+		s.scriptsUntil.Store(0)
+		s.retryIn.Store(0)
+	}
 }
 
 // Decide makes req's decision for op: one FCALL (or EVALSHA), then, for a
@@ -76,7 +112,7 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op Op) (out bac
 // as EVALSHA.
 func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, error) {
 	acked := s.Acked && op != Peek
-	if acked || s.noFunctions.Load() {
+	if acked || s.scripted() {
 		return s.Client.Run(ctx, req, op, false, acked)
 	}
 	reply, err := s.Client.Run(ctx, req, op, true, false)
@@ -92,13 +128,16 @@ func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, e
 		}
 	}
 	if !refused && !NoFunctions(err) && !FunctionMissing(err) {
+		if err == nil {
+			s.accepted()
+		}
 		return reply, err
 	}
 	// A server without functions (before Redis 7), an ACL that forbids
 	// them, a library the server refused, or one loaded yet not found where
-	// the call went (a ring client routes FUNCTION LOAD elsewhere): EVALSHA
-	// from now on.
-	s.noFunctions.Store(true)
+	// the call went (a ring client routes FUNCTION LOAD elsewhere): EVALSHA,
+	// until FCALL is tried again (refused).
+	s.refused()
 	return s.Client.Run(ctx, req, op, false, false)
 }
 

@@ -74,4 +74,40 @@ func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 			}
 		})
 	}
+	t.Run("FCALL comes back after a moment's refusal", func(t *testing.T) { functionsComeBack(t, kind, newStore) })
+}
+
+// functionsComeBack: an ACL that forbids FCALL for a moment (as a FUNCTION
+// FLUSH race, or a library of the same name, refuses it) sends decisions
+// to EVALSHA, and FCALL is back within seconds of the refusal's end: one
+// transient refusal once switched a store to EVALSHA for good (+44% of the
+// server's time a decision, no signal).
+func functionsComeBack(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	srv := testserver.Own(t, kind)
+	a := Admin(t, srv.Addr)
+	ctx := context.Background()
+	l := Limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(ratelimit.GCRA, 1_000_000, time.Second), Prefix())
+	calls := func(cmd string) int64 {
+		stats, err := serverinfo.CommandStats(ctx, a)
+		require.NoError(t, err)
+		return stats[cmd].Calls - stats[cmd].Failed
+	}
+	decide := func() {
+		_, err := l.Allow(ctx, "user")
+		require.NoError(t, err)
+	}
+	decide()
+	require.Positive(t, calls("fcall"), "FCALL first")
+	require.NoError(t, a.Do(ctx, "acl", "setuser", "default", "-fcall", "-function").Err())
+	for i := 0; i < 10; i++ {
+		decide()
+	}
+	require.Positive(t, calls("evalsha"), "EVALSHA while FCALL is refused")
+	require.NoError(t, a.Do(ctx, "acl", "setuser", "default", "+@all").Err())
+	before, back := calls("fcall"), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); calls("fcall") == before && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		decide()
+	}
+	require.Greater(t, calls("fcall"), before, "FCALL again within 10 s")
+	t.Logf("FCALL back %v after the refusal ended", time.Since(back).Round(time.Millisecond))
 }
