@@ -15,9 +15,11 @@
 // q is the quota (the policy's limit; GCRA's burst), w its window in
 // seconds, r what remains and t the seconds until quota frees up (a policy a
 // denial kept from being asked has no RateLimit item). On a 429, the
-// RateLimit items are those of the denying policies only, so that every t
-// agrees with Retry-After, as draft -11 asks (a per-hour policy that
-// admitted would otherwise say t=3599 beside Retry-After: 1). By default the
+// RateLimit items are those of the denying policies only, each t their
+// RetryAfter, so that every t agrees with Retry-After, as draft -11 asks (a
+// per-hour policy that admitted would otherwise say t=3599 beside
+// Retry-After: 1; a key over a lowered limit drops its count before it
+// admits, and said when). By default the
 // response also carries the strictest policy's quota as the X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset (a Unix time in seconds) that
 // many clients still read (WithLegacyHeaders(false) drops them), and, only
@@ -169,13 +171,28 @@ func (m *Middleware) setHeaders(h http.Header, md ratelimit.MultiDecision) {
 	if m.early {
 		h.Set("RateLimit-Limit", limit)
 		h.Set("RateLimit-Remaining", remaining)
-		h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAt.Sub(d.At), 0), 10))
+		h.Set("RateLimit-Reset", strconv.FormatInt(resetIn(d), 10))
 	}
 	if m.legacy {
 		h.Set("X-RateLimit-Limit", limit)
 		h.Set("X-RateLimit-Remaining", remaining)
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(float64(d.ResetAt.UnixMilli())/1000)), 10))
+		reset := d.ResetAt
+		if !d.Allowed {
+			reset = d.At.Add(d.RetryAfter)
+		}
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(float64(reset.UnixMilli())/1000)), 10))
 	}
+}
+
+// resetIn is the seconds until d's quota resets, as the fields say it: for a
+// denial, until the request fits (its Retry-After: a key over its limit
+// drops its count sooner, and is still denied); otherwise until the count
+// next drops (ResetAt).
+func resetIn(d ratelimit.Decision) int64 {
+	if !d.Allowed {
+		return ceilSeconds(d.RetryAfter, 1)
+	}
+	return ceilSeconds(d.ResetAt.Sub(d.At), 0)
 }
 
 // SetHeaders sets h's RateLimit-Policy and RateLimit fields (the IETF
@@ -206,7 +223,7 @@ func setStandard(h http.Header, names []string, md ratelimit.MultiDecision) {
 		if state.Len() > 0 {
 			state.WriteString(", ")
 		}
-		fmt.Fprintf(&state, "%s;r=%d;t=%d", names[i], d.Remaining, ceilSeconds(d.ResetAt.Sub(d.At), 0))
+		fmt.Fprintf(&state, "%s;r=%d;t=%d", names[i], d.Remaining, resetIn(d))
 	}
 	h.Set("RateLimit-Policy", policy.String())
 	h.Set("RateLimit", state.String())

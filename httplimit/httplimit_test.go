@@ -389,3 +389,29 @@ func TestA429CarriesTheDenyingPoliciesItems(t *testing.T) {
 	require.Equal(t, retry, state[0].params["t"], "its t is the Retry-After")
 	require.Len(t, parseList(t, resp, "RateLimit-Policy"), 2, "the policies are all described")
 }
+
+// A key over its limit (the limit lowered under it) is denied until enough
+// of its requests have left, after its count first drops: the 429's t is
+// still its Retry-After (it was the next drop: 45 s beside Retry-After:
+// 50), and the other fields of the reset say the same.
+func TestA429OverTheLimitAgreesWithRetryAfter(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	l := limiter(t, memoryStore(t), ratelimit.PerMinute(10), ratelimit.WithName("per-minute"),
+		ratelimit.WithCallerClock(func() time.Time { return now }))
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}}, httplimit.WithEarlyDraftHeaders(true))
+	require.NoError(t, err)
+	srv := serve(t, m)
+	for i := 0; i < 10; i++ {
+		require.Equal(t, http.StatusOK, get(t, srv.URL).StatusCode)
+		now = now.Add(time.Second)
+	}
+	require.NoError(t, l.SetPolicy(ratelimit.PerMinute(5)))
+	resp := get(t, srv.URL)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	retry, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+	require.NoError(t, err)
+	require.EqualValues(t, 55, retry, "the sixth oldest, of 5 s ago, leaves in 55 s")
+	require.Equal(t, retry, parseList(t, resp, "RateLimit")[0].params["t"], "RateLimit's t")
+	require.Equal(t, strconv.FormatInt(retry, 10), resp.Header.Get("RateLimit-Reset"))
+	require.Equal(t, strconv.FormatInt(now.Unix()+retry, 10), resp.Header.Get("X-RateLimit-Reset"))
+}

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -65,15 +67,37 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 		if err != nil {
 			return err
 		}
+		var unasked []check
 		for i, c := range enforced {
 			setDecision(res, c, md.Decisions[i])
 			if !md.Allowed && !res.Statuses[c.index].Asked() {
-				res.Statuses[c.index].OverLimit = false // not asked: another denied first
+				unasked = append(unasked, c) // another denied first (a near cache answered it alone)
 			}
 		}
 		res.OverLimit = !md.Allowed
+		return peekEach(ctx, unasked, res)
 	}
 	return nil
+}
+
+// peekEach fills the statuses of checks, which a denial kept from being
+// asked, with what each holds (a Peek, which records nothing): every
+// descriptor's status is its own, whatever answered the others. The peeks
+// run at once, each its own round trip.
+func peekEach(ctx context.Context, checks []check, res *Result) error {
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.limiter.Peek(ctx, c.key)
+			st := &res.Statuses[c.index] // each goroutine its own status
+			st.Decision, st.OverLimit, errs[i] = d, err == nil && d.Remaining < c.cost, err
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func setDecision(res *Result, c check, d ratelimit.Decision) {

@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
 const rules = `domain: api
@@ -314,4 +315,39 @@ func TestHeadersAreTheIETFFieldsOfTheEnforcedLimits(t *testing.T) {
 		{"RateLimit", `"api.user";r=0;t=30`},
 		{"Retry-After", "30"},
 	}, Headers(res))
+}
+
+// Behind a near cache that answers one descriptor's denial alone, every
+// other descriptor still says what it holds: upstream's integration suite
+// ([key2][key3], 20/min and 10/hour, key3 spent) once got key2 as OK with 0
+// remaining and no reset, while it had 10 left.
+func TestEveryDescriptorSaysWhatItHoldsBehindANearCache(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	near, err := nearcache.New(m)
+	require.NoError(t, err)
+	svc, clk := newService(t, `domain: api
+descriptors:
+  - key: key2
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: key3
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`, near)
+	both := req(desc("key2", "a"), desc("key3", "b"))
+	for i := 0; i < 10; i++ {
+		require.False(t, decide(t, svc, both).OverLimit)
+	}
+	for i := 0; i < 5; i++ {
+		clk.Add(time.Millisecond)
+		res := decide(t, svc, both)
+		over, per := verdicts(res)
+		require.True(t, over)
+		require.Equal(t, []bool{false, true}, per, "denial %d", i)
+		key2 := res.Statuses[0]
+		require.True(t, key2.Asked(), "denial %d: key2 says what it holds", i)
+		require.Equal(t, 10, key2.Decision.Remaining, "denial %d", i)
+		require.Positive(t, key2.Decision.ResetAt.Sub(key2.Decision.At), "denial %d", i)
+	}
+	require.Positive(t, near.Hits(), "the cache answered key3")
 }
