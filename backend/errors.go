@@ -39,3 +39,18 @@ var (
 func Unsupported(store string, alg Algorithm) error {
 	return fmt.Errorf("%s: the %v algorithm: %w", store, alg, errors.ErrUnsupported)
 }
+
+// ShardError is the error of a call on the keys of several shards of a
+// store (TakeAll on a cluster) that failed on one shard: the shard that
+// decides Key under Prefix. A layer that keeps the health of each node
+// apart (package guard, over a ShardedStore) charges the failure to that
+// node alone, not to the nodes of the call's other keys.
+type ShardError struct {
+	Prefix, Key string
+	Err         error
+}
+
+func (e *ShardError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ShardError) Unwrap() error { return e.Err }

@@ -33,8 +33,12 @@
 // cannot name share the breaker of the whole store.
 //
 // A call whose caller went away (its context cancelled, or past a deadline
-// of its own) gets the context's error, and is neither a success nor a
-// failure of the primary. The Limiter's time budget is told apart from the
+// of its own, before or during the primary's call) gets the store's error,
+// and is neither a success nor a failure of the primary: a caller with a
+// deadline shorter than the primary needs cannot open the breaker for
+// everyone. The guard learns of a primary that stalls from the calls whose
+// Limiter's time budget runs out: give every Limiter a budget shorter than
+// its callers' deadlines (WithTimeout). The Limiter's time budget is told apart from the
 // caller's own deadline by its cause, backend.ErrBudget: a budget that runs out
 // during the primary's call is the primary's failure, and one that ran out
 // before it (a budget shorter than the wait for the CPU) leaves the call to
@@ -46,6 +50,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -202,7 +207,7 @@ func judge(ctx context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return success
-	case callerGone(ctx, err), answered(err):
+	case callerGone(ctx), answered(err):
 		return excluded
 	}
 	return failure
@@ -306,7 +311,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 	}
 	d, err := do(s.primary, ctx, req)
 	b.done(probe, judge(ctx, err))
-	if err == nil || callerGone(ctx, err) || answered(err) {
+	if err == nil || answered(err) || callerGone(ctx) {
 		return d, err
 	}
 	return s.local(ctx, req, do, err)
@@ -315,7 +320,10 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 // TakeAll implements backend.MultiStore when the primary does (else it
 // returns errors.ErrUnsupported while the breaker is closed), and answers
 // from the fallback, atomically if it is a MultiStore, while the primary
-// cannot.
+// cannot. On a cluster the requests' keys may live on several nodes: the
+// primary is asked only while the breaker of every one of them lets it,
+// and a failure is charged to the node it failed on when the store says
+// (a backend.ShardError), else to each of them.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	if len(outs) != len(reqs) {
 		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
@@ -331,25 +339,80 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		}
 		return s.localAll(ctx, reqs, outs, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
-	b := s.breakerFor(reqs[0].Rule.Prefix(), reqs[0].Key) // one node decides them together, or none
+	bs := s.breakersOf(reqs)
 	primary, ok := s.primary.(backend.MultiStore)
-	if !ok && State(b.state.Load()) == Closed {
+	if !ok && closed(bs) {
 		return fmt.Errorf("ratelimit/guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
-	allowed, probe := b.allow()
+	probes, allowed := allowAll(bs)
 	if !allowed {
 		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
 	if !ok {
-		b.done(probe, excluded) // not a probe after all
+		doneAll(bs, probes, excluded, nil) // not a probe after all
 		return fmt.Errorf("ratelimit/guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
 	}
 	err := primary.TakeAll(ctx, reqs, outs)
-	b.done(probe, judge(ctx, err))
-	if err == nil || callerGone(ctx, err) || errors.Is(err, errors.ErrUnsupported) {
+	o, blamed := judge(ctx, err), (*breaker)(nil)
+	var shard *backend.ShardError
+	if o == failure && errors.As(err, &shard) {
+		blamed = s.breakerFor(shard.Prefix, shard.Key)
+	}
+	doneAll(bs, probes, o, blamed)
+	if err == nil || errors.Is(err, errors.ErrUnsupported) || callerGone(ctx) {
 		return err
 	}
 	return s.localAll(ctx, reqs, outs, err)
+}
+
+// breakersOf are the breakers of the nodes that decide reqs, each once.
+func (s *Store) breakersOf(reqs []backend.Request) []*breaker {
+	bs := make([]*breaker, 0, 1)
+	for i := range reqs {
+		if b := s.breakerFor(reqs[i].Rule.Prefix(), reqs[i].Key); !slices.Contains(bs, b) {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// closed reports whether every one of bs is closed.
+func closed(bs []*breaker) bool {
+	for _, b := range bs {
+		if State(b.state.Load()) != Closed {
+			return false
+		}
+	}
+	return true
+}
+
+// allowAll reports whether each of bs lets a call through, and which let
+// it through as their probe; when one does not, the probes the others
+// granted are given back, unused.
+func allowAll(bs []*breaker) (probes []bool, ok bool) {
+	probes = make([]bool, len(bs))
+	for i, b := range bs {
+		if ok, probes[i] = b.allow(); !ok {
+			doneAll(bs[:i], probes[:i], excluded, nil)
+			return nil, false
+		}
+	}
+	return probes, true
+}
+
+// doneAll records o on each of bs; with blamed, a failure on blamed alone,
+// the call saying nothing of the others.
+func doneAll(bs []*breaker, probes []bool, o outcome, blamed *breaker) {
+	for i, b := range bs {
+		if blamed != nil && b != blamed {
+			b.done(probes[i], excluded)
+		} else {
+			b.done(probes[i], o)
+		}
+	}
+	if blamed != nil && !slices.Contains(bs, blamed) {
+		blamed.done(false, o)
+	}
 }
 
 // Reset implements backend.Store: the key is forgotten by the fallback,
@@ -373,10 +436,21 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	return errors.Join(err, local)
 }
 
-// callerGone reports an error that is the caller's doing: its context was
-// cancelled.
-func callerGone(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+// callerGone reports a call that failed for the caller's doing, not the
+// primary's: its context was cancelled, or its own deadline passed (not
+// the Limiter's budget, whose cause is backend.ErrBudget). A client may
+// notice a deadline on its connection a moment before the context's timer
+// says so; a context past its deadline is waited for, briefly, to learn
+// whose deadline it was.
+func callerGone(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		d, ok := ctx.Deadline()
+		if !ok || time.Now().Before(d) {
+			return false
+		}
+		<-ctx.Done() // closes once its timer runs
+	}
+	return callerDone(ctx)
 }
 
 // callerDone reports a context whose caller's own part is done (cancelled,

@@ -263,3 +263,48 @@ func TestTheLocalShareDecidesWhileThePrimaryIsDown(t *testing.T) {
 		require.Equal(t, 2, d.Limit)
 	}
 }
+
+// stalled is a primary that answers nothing until its call's context is
+// done, then fails as a client whose own timer fired first does: with an
+// error of its own that does not wrap the context's.
+type stalled struct{ backend.MultiStore }
+
+func (stalled) Take(ctx context.Context, _ backend.Request) (backend.Outcome, error) {
+	<-ctx.Done()
+	return backend.Outcome{}, errors.New("read tcp 127.0.0.1:50000->127.0.0.1:6379: i/o timeout")
+}
+
+func (s stalled) TakeAll(ctx context.Context, _ []backend.Request, _ []backend.Outcome) error {
+	_, err := s.Take(ctx, backend.Request{})
+	return err
+}
+
+// A caller's own deadline passing during the primary's call says nothing
+// of the primary: the caller gets its error, and the breaker hears nothing
+// (a client with a 300 µs deadline against a healthy Redis got fallback
+// answers, and opened the breaker for everyone). The Limiter's budget
+// running out is the primary's failure.
+func TestACallersDeadlineIsNotThePrimarysFailure(t *testing.T) {
+	g, err := guard.New(stalled{newMemory(t)}, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1))
+	require.NoError(t, err)
+	l, err := ratelimit.New(g, ratelimit.PerMinute(5), ratelimit.WithTimeout(time.Minute))
+	require.NoError(t, err)
+	m, err := ratelimit.NewMulti(l, l)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+		_, err = l.Allow(ctx, "k")
+		require.ErrorIs(t, err, ratelimit.ErrStore, "call %d", i)
+		_, err = m.Allow(ctx, "k", "other")
+		require.Error(t, err, "Multi, call %d", i)
+		cancel()
+		require.Equal(t, guard.Closed, g.State(), "call %d: the caller's deadline opens nothing", i)
+	}
+
+	budgeted, err := ratelimit.New(g, ratelimit.PerMinute(5), ratelimit.WithTimeout(2*time.Millisecond))
+	require.NoError(t, err)
+	d, err := budgeted.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceFallback, d.Source, "the budget ran out in the primary's call")
+	require.Equal(t, guard.Open, g.State())
+}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
 // A request of 50,000 descriptors is refused at once, for little of the
@@ -78,3 +83,52 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 func (rawCodec) Name() string { return "proto" }
+
+// A client whose deadline is shorter than a healthy Redis needs opens
+// nothing: its requests fail by its own deadline, the guard's breaker stays
+// closed, and every other client's decisions stay the store's. (A client
+// with 300 µs deadlines once sent 3,990 decisions of others to the local
+// fallback.)
+func TestAShortDeadlineOpensNoBreaker(t *testing.T) {
+	cfg := writeConfig(t, filepath.Join(t.TempDir(), "limits.yaml"), `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000000}
+`)
+	d := start(t, "-config", cfg, "-store", "redis://"+testserver.Get(t, testserver.Redis).Addr)
+	var hurried atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Microsecond)
+				if _, err := d.ask(ctx, "api", []string{"user", "hurried"}); err != nil {
+					hurried.Add(1)
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d of 3,200 requests with a 300 µs deadline missed it", hurried.Load())
+	_, metrics := d.get(t, "/metrics")
+	assert.True(t, strings.Contains(metrics, `ratelimit_breaker_state{store="store"} 0`), "the breaker stays closed:\n%s", lines(metrics, "ratelimit_breaker"))
+	assert.False(t, strings.Contains(metrics, `source="fallback"`), "no decision went to the fallback:\n%s", lines(metrics, "ratelimit_decisions_total"))
+	res, err := d.ask(context.Background(), "api", []string{"user", "patient"})
+	require.NoError(t, err)
+	assert.Equal(t, rlsv3.RateLimitResponse_OK, res.OverallCode)
+}
+
+// lines are the lines of text that start with prefix.
+func lines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -93,7 +93,8 @@ func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 const maxParallel = 64
 
 // eachGroup runs decide on every group, up to maxParallel at once, with op,
-// and gathers the outcomes into outs; the first error, if any.
+// and gathers the outcomes into outs; the first error, if any, as a
+// backend.ShardError naming a key of the group that failed.
 func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, groups map[string][]int, order []string, op Op, decide GroupDecider) error {
 	errs := make([]error, len(order))
 	var next atomic.Int64
@@ -110,7 +111,8 @@ func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 	wg.Wait()
 	for g, err := range errs {
 		if err != nil {
-			return fmt.Errorf("the requests on %q: %w", order[g], err)
+			first := reqs[groups[order[g]][0]]
+			return fmt.Errorf("the requests on %q: %w", order[g], &backend.ShardError{Prefix: first.Rule.Prefix(), Key: first.Key, Err: err})
 		}
 	}
 	return nil

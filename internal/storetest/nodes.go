@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -17,13 +18,15 @@ import (
 )
 
 // OneNodeDown stalls one master of a 3-master cluster (SIGSTOP) for 3 s
-// while 16 callers hammer 300 keys through a guard with a local fallback:
-// one node's loss stays that node's. The keys of the two healthy masters go
-// to the fallback only for failures of their own masters: none at all when
-// no call to a healthy master failed or outlasted the budget, and fewer than
-// half when a busy machine made some of them fail too. With one breaker for
-// the whole store they were held to the fallback's share: 33-47 of 22,000
-// calls went to their masters.
+// while 16 callers hammer 300 keys through a guard with a local fallback,
+// every other call a Multi of a key of a healthy master and one of the
+// stalled master's: one node's loss stays that node's. The keys of the two
+// healthy masters go to the fallback only for failures of their own
+// masters: none at all when no call to a healthy master failed or
+// outlasted the budget, and fewer than half when a busy machine made some
+// of them fail too. With one breaker for the whole store they were held to
+// the fallback's share: 33-47 of 22,000 calls went to their masters; with
+// a Multi's failure charged to its first key's node, 171 of 207.
 func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 	c := testserver.OwnReplicatedCluster(t, kind, 30*time.Second) // no failover within the stall
 	store := newStore(t, c.Addrs)
@@ -41,6 +44,9 @@ func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 	// when the machine is too busy to answer within it.
 	const budget = time.Second
 	l := Limiter(t, g, ratelimit.NewPolicy(ratelimit.FixedWindow, 1_000_000, time.Second), pre, ratelimit.WithTimeout(budget))
+	other := Limiter(t, g, ratelimit.NewPolicy(ratelimit.FixedWindow, 1_000_000, time.Second), pre+"other:", ratelimit.WithTimeout(budget))
+	multi, err := ratelimit.NewMulti(l, other)
+	require.NoError(t, err)
 
 	const keys, workers, stall = 300, 16, 3 * time.Second
 	stalled := c.Masters[0].Addr
@@ -54,6 +60,17 @@ func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 		require.Eventually(t, func() bool { node = sharded.Node(pre, key); return node != "" }, 5*time.Second, 10*time.Millisecond)
 		onStalled[key] = node == stalled
 	}
+	var healthyKeys, stalledKeys []string
+	for i := range keys {
+		key := fmt.Sprint("user-", i)
+		if onStalled[key] {
+			stalledKeys = append(stalledKeys, key)
+		} else {
+			healthyKeys = append(healthyKeys, key)
+		}
+	}
+	require.NotEmpty(t, stalledKeys)
+	require.NotEmpty(t, healthyKeys)
 	require.NoError(t, c.Masters[0].Pause())
 	resumed := false
 	resume := func() {
@@ -75,6 +92,10 @@ func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 		go func() {
 			defer wg.Done()
 			for i := w; time.Now().Before(stop); i += workers {
+				if i%2 == 1 { // a Multi whose second key's node is stalled
+					_, _ = multi.Allow(ctx, healthyKeys[i%len(healthyKeys)], stalledKeys[i%len(stalledKeys)])
+					continue
+				}
 				key := fmt.Sprint("user-", i%keys)
 				start := time.Now()
 				d, err := l.Allow(ctx, key)
@@ -151,4 +172,14 @@ func (w *watched) failures(onStalled map[string]bool, stalled bool) int {
 		}
 	}
 	return n
+}
+
+// TakeAll is the store's, not counted: its failures on the stalled node
+// are not those of a key's own node.
+func (w *watched) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	ms, ok := w.ShardedStore.(backend.MultiStore)
+	if !ok {
+		return fmt.Errorf("%T cannot decide several requests together: %w", w.ShardedStore, errors.ErrUnsupported)
+	}
+	return ms.TakeAll(ctx, reqs, outs)
 }

@@ -190,7 +190,15 @@ const maxCost = math.MaxInt32
 // configuration does not hold is otherwise answered OK, every descriptor
 // unlimited. A store that cannot answer (with no degraded mode to stand
 // in) is an error wrapping ErrStore.
+//
+// The store is asked under the Limiters' time budget (-timeout), not the
+// caller's deadline: a client whose deadline is shorter than a healthy
+// store needs gets its DeadlineExceeded from gRPC, and tells the guard
+// nothing (a 300 µs deadline once opened the breaker for every client);
+// a store that stalls still runs every call out of its budget, which the
+// guard counts. Work stays bounded by the streams a connection may hold.
 func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	rs := s.rules.Load()
 	if err := s.validate(req); err != nil {
 		return Result{}, err
