@@ -36,6 +36,14 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 	if has("GRPC_HOST") || has("GRPC_PORT") {
 		flags["grpc"] = net.JoinHostPort(or("GRPC_HOST", "0.0.0.0"), or("GRPC_PORT", "8081"))
 	}
+	if has("DEBUG_HOST") || has("DEBUG_PORT") {
+		flags["admin"] = net.JoinHostPort(or("DEBUG_HOST", "0.0.0.0"), or("DEBUG_PORT", "6070"))
+	}
+	for env, flag := range map[string]string{"GRPC_MAX_CONNECTION_AGE": "grpc-max-conn-age", "GRPC_MAX_CONNECTION_AGE_GRACE": "grpc-max-conn-age-grace"} {
+		if has(env) {
+			flags[flag] = getenv(env)
+		}
+	}
 	if v := getenv("CONFIG_TYPE"); v != "" && !strings.EqualFold(v, "FILE") {
 		return nil, nil, fmt.Errorf("CONFIG_TYPE=%s: ratelimitd reads its configuration from files", v)
 	}
@@ -152,7 +160,7 @@ func redisStoreURL(getenv func(string) string) (string, error) {
 // ignoredEnvoyVars are envoyproxy/ratelimit's variables ratelimitd has no
 // use for: logged when set.
 var ignoredEnvoyVars = []string{
-	"PROTO", "DEBUG_HOST", "DEBUG_PORT", "GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE",
+	"PROTO",
 	"FORCE_START_WITHOUT_INITIAL_CONFIG", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
 	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	"RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO",

@@ -25,10 +25,12 @@ func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
 		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit",
 		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis:6379", "REDIS_AUTH": "s3cret", "REDIS_POOL_SIZE": "20",
 		"PORT": "8080", "GRPC_PORT": "8081", "LOG_LEVEL": "DEBUG", "LOG_FORMAT": "json", "USE_STATSD": "true",
-		"NEAR_LIMIT_RATIO": "0.9",
+		"NEAR_LIMIT_RATIO": "0.9", "DEBUG_PORT": "6071", "GRPC_MAX_CONNECTION_AGE": "1h", "GRPC_MAX_CONNECTION_AGE_GRACE": "30s",
 	}), io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "/data/ratelimit/config", o.config)
+	assert.Equal(t, "0.0.0.0:6071", o.admin, "its debug port: the probes' and metrics' own listener")
+	assert.Equal(t, [2]time.Duration{time.Hour, 30 * time.Second}, [2]time.Duration{o.grpcAge, o.grpcGrace})
 	assert.Equal(t, "redis://:s3cret@redis:6379?pool_size=20", o.store)
 	assert.Equal(t, "0.0.0.0:8080", o.httpAddr)
 	assert.Equal(t, "0.0.0.0:8081", o.grpcAddr)

@@ -40,6 +40,15 @@ type options struct {
 	// httpConns, the HTTP connections open at once (0: no bound).
 	httpTimeout, httpIdle time.Duration
 	httpConns             int
+	// grpcStreams bounds the streams one gRPC connection may have open,
+	// grpcConns the gRPC connections open at once (0: no bound),
+	// grpcIdle how long one may stay without a stream, and grpcAge and
+	// grpcAgeGrace how long one may live, and then finish its streams.
+	grpcStreams, grpcConns       int
+	grpcIdle, grpcAge, grpcGrace time.Duration
+	// admin is the address of the health, readiness and metrics
+	// listener, apart from -http's public API ("": none).
+	admin string
 	// detailedValues bounds the descriptor values a detailed_metric rule
 	// has series for.
 	detailedValues int
@@ -76,12 +85,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM or SIGINT, how long readiness fails while requests are still served, before the listeners close (Kubernetes: the readiness probe's period or more)")
 	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
-	fs.DurationVar(&o.settle, "reload-settle", 3*time.Second, "a changed configuration is applied once unchanged this long, never half-written")
+	fs.DurationVar(&o.settle, "reload-settle", 3*time.Second, "a changed configuration is applied once unchanged this long (a file written in steps within it is never applied half-written; write files atomically)")
 	fs.IntVar(&o.maxDescriptors, "max-descriptors", service.DefaultMaxDescriptors, "descriptors a request may carry; more is InvalidArgument (400) at once")
 	fs.IntVar(&o.maxEntries, "max-entries", service.DefaultMaxEntries, "entries a descriptor may carry; more is InvalidArgument (400) at once")
 	fs.DurationVar(&o.httpTimeout, "http-timeout", 10*time.Second, "HTTP: bound on reading a request (headers and body) and on writing its answer")
 	fs.DurationVar(&o.httpIdle, "http-idle-timeout", time.Minute, "HTTP: how long a kept-alive connection may wait for its next request")
 	fs.IntVar(&o.httpConns, "http-max-conns", 1024, "HTTP connections open at once; more wait to be accepted (the gRPC listener is apart; 0: no bound)")
+	fs.IntVar(&o.grpcStreams, "grpc-max-streams", 100, "gRPC: streams (requests in flight) one connection may hold; more wait, or are refused (REFUSED_STREAM)")
+	fs.IntVar(&o.grpcConns, "grpc-max-conns", 4096, "gRPC connections open at once; more wait to be accepted (0: no bound)")
+	fs.DurationVar(&o.grpcIdle, "grpc-idle-timeout", 5*time.Minute, "gRPC: how long a connection with no request in flight stays open")
+	fs.DurationVar(&o.grpcAge, "grpc-max-conn-age", 24*time.Hour, "gRPC: how long a connection lives before the server asks the client to reconnect (envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE)")
+	fs.DurationVar(&o.grpcGrace, "grpc-max-conn-age-grace", time.Hour, "gRPC: how long a connection past its age may finish its requests (GRPC_MAX_CONNECTION_AGE_GRACE)")
+	fs.StringVar(&o.admin, "admin", ":6070", "address of /healthz, /readyz, /healthcheck and /metrics on a listener of their own, which no public client's connections can starve (\"\": none; they stay on -http too)")
 	fs.IntVar(&o.detailedValues, "detailed-max-values", 1000, "descriptor values a detailed_metric rule has series for; later ones are counted under descriptor=\"other\"")
 	fs.IntVar(&o.maxKeys, "max-keys", memory.DefaultMaxKeys, "keys a memory store holds (the store, and the guard's fallback)")
 	whenFull := fs.String("when-full", "evict", "a full memory store's answer to a new key: evict (the least recently used key forgets its history) or refuse (Unavailable; Envoy's failure mode decides)")
@@ -143,6 +158,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -max-keys must be at least 1", errUsage)
 	case o.detailedValues < 1:
 		return o, fmt.Errorf("%w: -detailed-max-values must be at least 1", errUsage)
+	case o.grpcStreams < 1 || o.grpcConns < 0 || o.grpcIdle <= 0 || o.grpcAge <= 0 || o.grpcGrace <= 0:
+		return o, fmt.Errorf("%w: -grpc-max-streams must be at least 1, -grpc-max-conns not negative, -grpc-idle-timeout, -grpc-max-conn-age and -grpc-max-conn-age-grace positive", errUsage)
 	case o.httpTimeout <= 0 || o.httpIdle <= 0 || o.httpConns < 0:
 		return o, fmt.Errorf("%w: -http-timeout and -http-idle-timeout must be positive, -http-max-conns not negative", errUsage)
 	case o.maxDescriptors < 1 || o.maxEntries < 1:

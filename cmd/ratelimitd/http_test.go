@@ -73,3 +73,30 @@ func TestTheHTTPConnectionCapLeavesGRPCServed(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
 }
+
+// Liveness, readiness and metrics have a listener of their own (-admin):
+// with every connection -http may hold taken by clients that never finish
+// their headers, /healthz there once answered 0 of 18 probes within 1 s,
+// enough for Kubernetes to restart a healthy pod.
+func TestProbesAnswerWhileSlowClientsHoldTheHTTPPort(t *testing.T) {
+	d := start(t, "-config", "../../examples/ratelimitd.yaml", "-http-max-conns", "16", "-http-timeout", "1m")
+	for i := 0; i < 100; i++ {
+		c, err := net.Dial("tcp", d.http)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_, _ = c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n")) // never finished
+	}
+	quick := &http.Client{Timeout: 300 * time.Millisecond}
+	_, err := quick.Get("http://" + d.http + "/healthz")
+	require.Error(t, err, "the public port is full")
+	probe := &http.Client{Timeout: time.Second}
+	for i, path := range []string{"/healthz", "/readyz", "/healthcheck", "/metrics"} {
+		for j := 0; j < 5; j++ {
+			resp, err := probe.Get("http://" + d.admin + path)
+			require.NoError(t, err, "%s, probe %d", path, i*5+j)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		}
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -102,26 +103,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	grpcLis, err := net.Listen("tcp", o.grpcAddr)
+	lis, err := listen(o)
 	if err != nil {
-		return fmt.Errorf("-grpc: %w", err)
-	}
-	httpLis, err := net.Listen("tcp", o.httpAddr)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("-http: %w", err)
-	}
-
-	// A request's message is bounded as /v1/allow's body is: the caps on
-	// descriptors and entries leave room to spare, and a larger message is
-	// refused (ResourceExhausted) before it is decoded.
-	gopts := []grpc.ServerOption{grpc.UnaryInterceptor(recovered(log)), grpc.MaxRecvMsgSize(maxMessage)}
-	creds, err := o.grpcTLS.serverOption(log)
-	if err != nil {
-		grpcLis.Close()
-		httpLis.Close()
 		return err
 	}
+	grpcLis, httpLis, adminLis := lis[0], lis[1], lis[2]
+	closeAll := func() {
+		for _, l := range lis {
+			if l != nil {
+				l.Close()
+			}
+		}
+	}
+	creds, err := o.grpcTLS.serverOption(log)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	gopts := grpcOptions(o, log)
 	if creds != nil {
 		gopts = append(gopts, creds)
 	}
@@ -142,14 +141,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		httpLis = netutil.LimitListener(httpLis, o.httpConns)
 	}
 
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	go func() { errs <- gs.Serve(grpcLis) }()
 	go func() { errs <- hsrv.Serve(httpLis) }()
+	var asrv *http.Server
+	adminAddr := ""
+	if adminLis != nil {
+		asrv = adminServer(reg, &draining)
+		adminAddr = adminLis.Addr().String()
+		go func() { errs <- asrv.Serve(netutil.LimitListener(adminLis, adminConns)) }()
+	}
 	w := newWatcher(reg, o.config, o.reload, o.settle, svc, log)
 	if o.reload > 0 {
 		go w.run(ctx)
 	}
-	log.Info("serving", "grpc", grpcLis.Addr().String(), "grpc_tls", creds != nil, "http", httpLis.Addr().String(),
+	log.Info("serving", "grpc", grpcLis.Addr().String(), "grpc_tls", creds != nil, "http", httpLis.Addr().String(), "admin", adminAddr,
 		"store", redact(o.store), "guard", st.guard != nil, "near_cache", st.near,
 		"config", o.config, "domains", cfg.Domains())
 
@@ -172,6 +178,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	sctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
 	herr := hsrv.Shutdown(sctx)
+	if asrv != nil {
+		_ = asrv.Shutdown(sctx)
+	}
 	select {
 	case <-drained:
 	case <-sctx.Done():
@@ -190,6 +199,70 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // maxMessage bounds a gRPC request's message: 64 descriptors of 16
 // entries of keys and values of 1 KiB fit.
 const maxMessage = 1 << 20
+
+// listen opens the gRPC, HTTP and admin listeners (the admin one nil
+// without -admin), or none of them.
+func listen(o options) ([3]net.Listener, error) {
+	var lis [3]net.Listener
+	for i, l := range []struct{ flag, addr string }{{"-grpc", o.grpcAddr}, {"-http", o.httpAddr}, {"-admin", o.admin}} {
+		if l.addr == "" && l.flag == "-admin" {
+			continue
+		}
+		var err error
+		if lis[i], err = net.Listen("tcp", l.addr); err != nil {
+			for _, open := range lis[:i] {
+				if open != nil {
+					open.Close()
+				}
+			}
+			return lis, fmt.Errorf("%s: %w", l.flag, err)
+		}
+	}
+	if o.grpcConns > 0 {
+		lis[0] = netutil.LimitListener(lis[0], o.grpcConns)
+	}
+	return lis, nil
+}
+
+// grpcOptions are the gRPC server's options but its credentials. What one
+// connection may hold is bounded: its streams (-grpc-max-streams; one
+// connection of 200,000 streams that never sent a message once took the
+// service to 1.29 GB and 172k goroutines), its handshake, its idle time and
+// age, and how often it may ping (a client pinging more often than every
+// 10 s is sent away). A request's message is bounded as /v1/allow's body
+// is: the caps on descriptors and entries leave room to spare, and a
+// larger message is refused (ResourceExhausted) before it is decoded.
+func grpcOptions(o options, log *slog.Logger) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.UnaryInterceptor(recovered(log)),
+		grpc.MaxRecvMsgSize(maxMessage),
+		grpc.MaxConcurrentStreams(uint32(o.grpcStreams)),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: o.grpcIdle,
+			MaxConnectionAge: o.grpcAge, MaxConnectionAgeGrace: o.grpcGrace}),
+	}
+}
+
+// handshakeTimeout bounds a new gRPC connection's handshake (TLS and
+// HTTP/2's preface).
+const handshakeTimeout = 10 * time.Second
+
+// adminConns bounds the admin listener's connections: probes and scrapes
+// are few, and none of the public API's clients can reach it.
+const adminConns = 64
+
+// adminServer serves liveness, readiness and metrics on a listener of
+// their own: with -http's connections all held by slow clients, /healthz
+// there answered 0 of 18 probes within 1 s, and a prober would have
+// restarted a healthy pod.
+func adminServer(reg *prometheus.Registry, draining *atomic.Bool) *http.Server {
+	mux := http.NewServeMux()
+	probes(mux, draining)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+}
 
 // recovered turns a panic in a handler into an Internal error and a log
 // line, as net/http does for its handlers: one bad request must not take
@@ -210,6 +283,15 @@ func recovered(log *slog.Logger) grpc.UnaryServerInterceptor {
 func routes(svc *service.Service, reg *prometheus.Registry, draining *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/allow", svc.Allow)
+	probes(mux, draining)
+	mux.HandleFunc("/json", service.NewRLS(svc).JSON)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// probes adds liveness and readiness to mux: ratelimitd's /healthz and
+// /readyz, and envoyproxy/ratelimit's probe, /healthcheck.
+func probes(mux *http.ServeMux, draining *atomic.Bool) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -220,8 +302,6 @@ func routes(svc *service.Service, reg *prometheus.Registry, draining *atomic.Boo
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	// envoyproxy/ratelimit's paths on the same port: its probe, and its
-	// JSON form of Envoy's request.
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, _ *http.Request) {
 		if draining.Load() {
 			http.Error(w, "draining", http.StatusInternalServerError)
@@ -229,7 +309,4 @@ func routes(svc *service.Service, reg *prometheus.Registry, draining *atomic.Boo
 		}
 		fmt.Fprint(w, "OK")
 	})
-	mux.HandleFunc("/json", service.NewRLS(svc).JSON)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -68,4 +70,38 @@ func TestTheMemoryStoresBoundAndFullBehaviourAreFlags(t *testing.T) {
 
 	_, err = parseFlags([]string{"-config", "c.yaml", "-when-full", "drop"}, env(nil), nil)
 	require.ErrorIs(t, err, errUsage)
+}
+
+// A client's descriptor values are kept as their hash once long: 10,000
+// descriptors of 4 KiB each (the memory store's default bound is 100,000
+// keys) once held 40 MB of keys, and took ratelimitd to 870 MB at the
+// bound.
+func TestLongDescriptorsCostLittleMemory(t *testing.T) {
+	o, err := parseFlags([]string{"-config", "c.yaml"}, env(nil), nil)
+	require.NoError(t, err)
+	st, err := openStore("memory", o, nil, slog.Default())
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	cfg, err := config.Parse("rules.yaml", []byte(withUser))
+	require.NoError(t, err)
+	svc, err := service.New(st.top, cfg, service.Options{})
+	require.NoError(t, err)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	value := []byte(strings.Repeat("x", 4000))
+	const n = 10_000
+	for i := 0; i < n; i++ {
+		copy(value, strconv.Itoa(i)+":")
+		_, err := svc.Decide(context.Background(), service.Request{Domain: "api", Descriptors: []service.Descriptor{
+			{Entries: []config.Entry{{Key: "user", Value: string(value)}}}}})
+		require.NoError(t, err)
+	}
+	grown := int64(heap()) - int64(before)
+	t.Logf("%d descriptors of 4 KiB: the heap grew by %d bytes, %d a key", n, grown, grown/n)
+	assert.Less(t, grown, int64(n*500), "a key's state costs far less than its 4 KiB")
 }

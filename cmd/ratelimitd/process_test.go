@@ -47,13 +47,13 @@ func TestMain(m *testing.M) {
 
 // daemon is a running ratelimitd.
 type daemon struct {
-	cmd        *exec.Cmd
-	grpc, http string
-	client     rlsv3.RateLimitServiceClient
-	conn       *grpc.ClientConn
-	mu         sync.Mutex
-	log        bytes.Buffer // its stderr, JSON lines
-	exited     chan error
+	cmd               *exec.Cmd
+	grpc, http, admin string
+	client            rlsv3.RateLimitServiceClient
+	conn              *grpc.ClientConn
+	mu                sync.Mutex
+	log               bytes.Buffer // its stderr, JSON lines
+	exited            chan error
 }
 
 // start runs ratelimitd with args on free loopback ports, waits until it
@@ -70,7 +70,8 @@ func startWith(t *testing.T, env []string, creds credentials.TransportCredential
 	t.Helper()
 	d := &daemon{exited: make(chan error, 1)}
 	d.cmd = exec.Command(binary, args...)
-	d.cmd.Env = append(os.Environ(), env...)
+	// The admin listener on a free port too, unless the test says where.
+	d.cmd.Env = append(append(os.Environ(), "RATELIMITD_ADMIN=127.0.0.1:0"), env...)
 	stderr, err := d.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, d.cmd.Start())
@@ -91,7 +92,7 @@ func startWith(t *testing.T, env []string, creds credentials.TransportCredential
 	}()
 	select {
 	case line := <-serving:
-		d.grpc, d.http = line["grpc"].(string), line["http"].(string)
+		d.grpc, d.http, d.admin = line["grpc"].(string), line["http"].(string), line["admin"].(string)
 	case err := <-d.exited:
 		t.Fatalf("ratelimitd %v exited before serving: %v\n%s", args, err, d.logs())
 	case <-time.After(60 * time.Second):

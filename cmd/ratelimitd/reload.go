@@ -16,9 +16,11 @@ import (
 )
 
 // watcher reloads the configuration at path when its content changes and
-// then holds still for settle: a file written in several steps (an editor,
-// a copy, a deploy tool) is never applied half-written, even when the half
-// parses. A configuration that does not load is logged (file, line,
+// then holds still for settle: a file written in several steps within
+// settle (an editor, a copy, a deploy tool) is never applied half-written,
+// even when the half parses. A writer pausing longer mid-file cannot be
+// told from a finished one; the docs ask for atomic writes (a rename, a
+// symlink swap). A configuration that does not load is logged (file, line,
 // problem) and the one in force keeps serving; a request decides entirely
 // under the configuration it started with.
 //

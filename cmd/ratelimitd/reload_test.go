@@ -50,7 +50,7 @@ func until(t *testing.T, cond func() bool) {
 // A file rewritten in two writes is applied once, whole: its first half,
 // valid YAML without the user rule, was once applied, and user=mallory,
 // limited to 5 an hour, got 10 of 10 admitted meanwhile.
-func TestAHalfWrittenConfigIsNeverApplied(t *testing.T) {
+func TestAConfigWrittenWithinTheSettleTimeIsAppliedWhole(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(withoutUser+"# v1\n"), 0o644))
 	const settle = 2 * time.Second

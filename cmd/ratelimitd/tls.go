@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -42,14 +43,16 @@ func (g grpcTLS) serverOption(log *slog.Logger) (grpc.ServerOption, error) {
 	return grpc.Creds(credentials.NewTLS(cfg)), nil
 }
 
-// tlsFiles holds what the files said last, and when they were written.
+// tlsFiles holds what the files said last, and a fingerprint of their
+// bytes: a change is seen by its content, whatever the files' modification
+// times say (a copy that keeps them, a clock that stepped back).
 type tlsFiles struct {
 	g   grpcTLS
 	log *slog.Logger
 
 	mu      sync.Mutex
 	checked time.Time
-	stamps  []time.Time
+	stamp   [sha256.Size]byte
 	current *tls.Config
 }
 
@@ -60,7 +63,7 @@ func (f *tlsFiles) config(*tls.ClientHelloInfo) (*tls.Config, error) {
 	defer f.mu.Unlock()
 	if time.Since(f.checked) >= checkEvery {
 		f.checked = time.Now()
-		if stamps := f.stampsNow(); !slices.Equal(stamps, f.stamps) {
+		if f.stampNow() != f.stamp {
 			if err := f.loadLocked(); err != nil {
 				f.log.Error("gRPC TLS files rejected: the previous certificate keeps serving", "error", err)
 			} else {
@@ -81,7 +84,7 @@ func (f *tlsFiles) load() error {
 // loadLocked reads the files into a new configuration; on an error the
 // current one stays.
 func (f *tlsFiles) loadLocked() error {
-	stamps := f.stampsNow()
+	stamp := f.stampNow()
 	pair, err := tls.LoadX509KeyPair(f.g.cert, f.g.key)
 	if err != nil {
 		return fmt.Errorf("-grpc-tls-cert/-grpc-tls-key: %w", err)
@@ -106,20 +109,21 @@ func (f *tlsFiles) loadLocked() error {
 			}
 		}
 	}
-	f.current, f.stamps = cfg, stamps
+	f.current, f.stamp = cfg, stamp
 	return nil
 }
 
-// stampsNow are the files' modification times (zero for one missing).
-func (f *tlsFiles) stampsNow() []time.Time {
-	var out []time.Time
+// stampNow is a fingerprint of the files' bytes (a missing file reads as
+// none): a few kilobytes, read at most every checkEvery.
+func (f *tlsFiles) stampNow() [sha256.Size]byte {
+	h := sha256.New()
 	for _, p := range []string{f.g.cert, f.g.key, f.g.clientCA} {
-		var t time.Time
-		if info, err := os.Stat(p); err == nil {
-			t = info.ModTime()
-		}
-		out = append(out, t)
+		b, _ := os.ReadFile(p)
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
 	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
 	return out
 }
 

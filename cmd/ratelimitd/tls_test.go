@@ -126,8 +126,26 @@ func TestGRPCOverMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	defer fresh.Close()
 	require.NoError(t, check(fresh))
-	mu.Lock()
-	defer mu.Unlock()
-	require.NotEmpty(t, seen)
-	assert.Equal(t, int64(11), seen[len(seen)-1].Int64(), "the renewed certificate serves new connections")
+	lastSeen := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, seen)
+		return seen[len(seen)-1].Int64()
+	}
+	assert.Equal(t, int64(11), lastSeen(), "the renewed certificate serves new connections")
+
+	// A renewal that keeps the files' modification times (a copy that
+	// preserves them, a clock that stepped back) is seen by its content:
+	// the modification times alone once missed it.
+	again, againKey := ca.issue(t, 12, "ratelimit.local")
+	write("server.pem", again)
+	write("server.key", againKey)
+	require.NoError(t, os.Chtimes(certFile, later, later))
+	require.NoError(t, os.Chtimes(keyFile, later, later))
+	time.Sleep(checkEvery + 100*time.Millisecond)
+	third, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(mutual))
+	require.NoError(t, err)
+	defer third.Close()
+	require.NoError(t, check(third))
+	assert.Equal(t, int64(12), lastSeen(), "a renewal with the same modification times serves new connections")
 }
