@@ -308,3 +308,49 @@ func TestACallersDeadlineIsNotThePrimarysFailure(t *testing.T) {
 	require.Equal(t, ratelimit.SourceFallback, d.Source, "the budget ran out in the primary's call")
 	require.Equal(t, guard.Open, g.State())
 }
+
+// ranThenFailed is a primary whose every n-th Take is decided, recorded if
+// admitted, and then fails, as a script the server ran does when its reply
+// comes after the budget: the guard cannot tell, and its fallback decides
+// that request again.
+type ranThenFailed struct {
+	backend.MultiStore
+	n     int64
+	calls atomic.Int64
+}
+
+func (r *ranThenFailed) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	out, err := r.MultiStore.Take(ctx, req)
+	if r.calls.Add(1)%r.n == 0 {
+		return backend.Outcome{}, errors.New("read tcp 127.0.0.1:50000->127.0.0.1:6379: i/o timeout")
+	}
+	return out, err
+}
+
+// The bound of a guard with a fallback: the store admits at most its limit,
+// and the fallback at most this instance's share, in each window it
+// decides, so a key admits at most the limit plus the share per window
+// (with -instances 1 in ratelimitd, the share is the whole limit: a fresh
+// cluster once admitted 21 under a limit of 20 so, one request's reply
+// having come after its budget).
+func TestAFallbackAdmitsAtMostItsSharePastTheLimit(t *testing.T) {
+	const limit, instances = 20, 2
+	primary := &ranThenFailed{MultiStore: newMemory(t), n: 3}
+	g, err := guard.New(primary, guard.WithFailures(1000), guard.WithFallback(newMemory(t), instances))
+	require.NoError(t, err)
+	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+	l, err := ratelimit.New(g, ratelimit.PerMinute(limit), ratelimit.WithCallerClock(clock.Now))
+	require.NoError(t, err)
+	var times []int64
+	for i := 0; i < 3000; i++ {
+		clock.Advance(100 * time.Millisecond)
+		d, err := l.Allow(context.Background(), "k")
+		require.NoError(t, err)
+		if d.Allowed {
+			times = append(times, d.At.UnixMicro())
+		}
+	}
+	p := ratelimit.PerMinute(limit + limit/instances)
+	require.Zero(t, conformance.OverAdmissions(times, p), "%d admitted in %v: at most %d a minute", len(times), 3000*100*time.Millisecond, p.Limit)
+	require.Greater(t, conformance.OverAdmissions(times, ratelimit.PerMinute(limit)), 0, "the fallback did admit past the limit: the bound is reached")
+}
