@@ -68,6 +68,8 @@ func benchAllow(b *testing.B, l *ratelimit.Limiter, par int, maxFailures float64
 	var (
 		next             atomic.Int64
 		timeouts, failed atomic.Int64
+		firstTimeout     atomic.Pointer[string]
+		firstFailure     atomic.Pointer[string]
 		wrong            atomic.Pointer[string]
 		mu               sync.Mutex
 		latencies        []time.Duration
@@ -94,8 +96,12 @@ func benchAllow(b *testing.B, l *ratelimit.Limiter, par int, maxFailures float64
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):
 				timeouts.Add(1)
+				text := err.Error()
+				firstTimeout.CompareAndSwap(nil, &text)
 			case err != nil:
 				failed.Add(1)
+				text := err.Error()
+				firstFailure.CompareAndSwap(nil, &text)
 			default:
 				if why := contradiction(d); why != "" {
 					report(why)
@@ -134,9 +140,19 @@ func benchAllow(b *testing.B, l *ratelimit.Limiter, par int, maxFailures float64
 		return fmt.Errorf("a wrong answer: %s", *why)
 	}
 	if misses := timeouts.Load() + failed.Load(); b.N > 0 && float64(misses) > maxFailures*float64(b.N) {
-		return fmt.Errorf("%d of %d calls failed (%d timeouts), over MaxFailures(%v)", misses, b.N, timeouts.Load(), maxFailures)
+		return fmt.Errorf("%d of %d calls failed (%d timeouts), over MaxFailures(%v); the first timeout: %s; the first other failure: %s "+
+			"(a store whose budget ran out returns an error wrapping context.DeadlineExceeded: counted as a timeout)",
+			misses, b.N, timeouts.Load(), maxFailures, orNone(firstTimeout.Load()), orNone(firstFailure.Load()))
 	}
 	return nil
+}
+
+// orNone is *s, or "none".
+func orNone(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
 }
 
 // contradiction is what is wrong with d, a decision of the store's, or "".

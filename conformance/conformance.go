@@ -168,6 +168,7 @@ var storeScenarios = []scenario{
 	{"matches the reference model at limits of hundreds", matchesModelAtLimitsOfHundreds},
 	{"never over-admits under concurrency across instances", noOverAdmission},
 	{"never over-admits in any window under load (64 goroutines, 4 instances)", noOverAdmissionInAnyWindow},
+	{"TakeAll admits together or records nothing under load (16 goroutines, 4 instances)", takeAllUnderLoad},
 	{"uses the store's own clock when it is asked to", storeClock},
 	{"peek at any cost decides as take would and records nothing", peekRecordsNothing},
 	{"reset clears the key under every algorithm, and only that key", resetClearsEveryAlgorithm},
@@ -179,6 +180,8 @@ var storeScenarios = []scenario{
 	{"a policy change on a partly drained key keeps whole requests", rateChangeKeepsWholeRequests},
 	{"a refund gives back exactly what was taken, and no more", refunds},
 	{"state is kept as long as it counts, whatever the store expires", keepsWhatCounts},
+	{"state is kept for the rule's retention, for a longer window to come", keepsForItsRetention},
+	{"state a store drops by its own clock is kept KeepSlack longer", keepsTheSlack},
 }
 
 var limiterScenarios = []scenario{

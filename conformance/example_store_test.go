@@ -134,6 +134,9 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 	expires := old.expires
 	if out.Life > 0 { // written: kept for its life or the retention, whichever is longer
 		keep := time.Duration(max(out.Life, req.Rule.Retain())) * time.Microsecond
+		if req.Now != 0 { // decided on the caller's clock, dropped by the store's: the slack too
+			keep += backend.KeepSlack
+		}
 		expires = storeNow.Add(keep)
 	}
 	s.rows[k] = saved{data: data, expires: expires}

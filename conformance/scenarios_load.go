@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Scenarios under load and on the store's own clock: random traffic against
@@ -100,8 +102,11 @@ func randomTraffic(e *env, tr traffic) {
 
 // overHint is what a store that over-admits under load most likely broke.
 const overHint = "over-admitted under concurrency: is the clock read inside the atomic step, after the lock, " +
-	"not before it (PostgreSQL's now() is the transaction's start)? are the read, the decision and the write " +
-	"one atomic step (SELECT ... FOR UPDATE in one transaction, one script)?"
+	"not before it (PostgreSQL's now() is the transaction's start), and read again on every retry of a " +
+	"compare-and-swap loop? are the read, the decision and the write one atomic step (SELECT ... FOR UPDATE " +
+	"in one transaction, one script, a CAS that fails when another wrote)? or was state dropped while it " +
+	"still counted (a TTL shorter than max(Outcome.Life, Rule.Retain) plus backend.KeepSlack, or whole " +
+	"seconds rounded down)?"
 
 // noOverAdmission hammers one key from 16 goroutines over 4 store instances,
 // first at one manual instant, then on the store's own clock with a window
@@ -264,4 +269,63 @@ func storeClockOnce(t *testing.T, e *env, window time.Duration, key string) (tim
 	mustNoError(t, err)
 	mustTrue(t, d.Allowed, "retry-after (%v) has passed", d.RetryAfter)
 	return after.Sub(began), true
+}
+
+// takeAllUnderLoad hammers TakeAll of two policies on one key (7 and 10
+// per hour, at one instant) from 16 goroutines over 4 store instances:
+// each step admits both or records nothing, so exactly 7 are admitted and
+// each policy counts exactly those 7. The kit checked TakeAll one call at a
+// time only: a store that peeks every request and then takes each without
+// holding them all passed it, and over-admits here.
+func takeAllUnderLoad(t *testing.T, e *env) {
+	const goroutines, perGoroutine, instances = 16, 20, 4
+	var stores []backend.MultiStore
+	for i := 0; i < instances; i++ {
+		ms, ok := e.newStore(t).(backend.MultiStore)
+		if !ok {
+			t.Skip("the store decides no requests together (no backend.MultiStore)")
+		}
+		stores = append(stores, ms)
+	}
+	now := start().UnixMicro()
+	seven, err := compileRetained(e.policy(7, time.Hour), time.Hour, e.namespace()+"seven:")
+	mustNoError(t, err)
+	ten, err := compileRetained(e.policy(10, time.Hour), time.Hour, e.namespace()+"ten:")
+	mustNoError(t, err)
+	reqs := []backend.Request{{Rule: seven, Key: "together", Cost: 1, Now: now}, {Rule: ten, Key: "together", Cost: 1, Now: now}}
+	first := make([]backend.Outcome, 2)
+	if err := stores[0].TakeAll(context.Background(), reqs, first); errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("the store refuses these requests together:", err)
+	} else {
+		mustNoError(t, err)
+		mustTrue(t, first[0].Allowed && first[1].Allowed, "the first TakeAll admits both")
+	}
+	var admitted, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(s backend.MultiStore) {
+			defer wg.Done()
+			for i := 0; i < perGoroutine; i++ {
+				outs := make([]backend.Outcome, 2)
+				if err := s.TakeAll(context.Background(), reqs, outs); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				if outs[0].Allowed && outs[1].Allowed {
+					admitted.Add(1)
+				}
+			}
+		}(stores[g%instances])
+	}
+	wg.Wait()
+	mustZero(t, failed.Load(), "TakeAlls that failed; the first: %v", firstErr.Load())
+	mustEqual(t, int64(6), admitted.Load(), "%d TakeAlls of 7 and 10 per hour, after a first (%s)", goroutines*perGoroutine, overHint)
+	for _, req := range reqs {
+		out, err := stores[1].Peek(context.Background(), req)
+		mustNoError(t, err)
+		mustEqual(t, int64(7), out.Count, "%v counts every step admitted, and no other", req.Rule)
+	}
 }

@@ -77,21 +77,21 @@ func (sh *shard) takeHeld(req *backend.Request, h uint64, now, storeNow int64, o
 		if ref, r := sh.gcra.find(h, req.Key, rule.Scope()); r != nil {
 			sh.gcra.used(ref, r)
 			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
-			r.wrote(storeNow, out.Life, rule.Retain())
+			r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
 			return true
 		}
 	case backend.FixedWindow:
 		if ref, r := sh.fixed.find(h, req.Key, rule.Scope()); r != nil {
 			sh.fixed.used(ref, r)
 			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
-			r.wrote(storeNow, out.Life, rule.Retain())
+			r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
 			return true
 		}
 	case backend.SlidingWindowCounter:
 		if ref, r := sh.counter.find(h, req.Key, rule.Scope()); r != nil {
 			sh.counter.used(ref, r)
 			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
-			r.wrote(storeNow, out.Life, rule.Retain())
+			r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
 			return true
 		}
 	}
@@ -136,7 +136,7 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 		return overRefund(req, st.Peek(now, rule.Rate(), 1).Count)
 	}
 	*out = refunded
-	r.wrote(storeNow, out.Life, rule.Retain())
+	r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
 	sh.entries += held(&r.st) - before
 	return nil
 }
@@ -150,7 +150,7 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, 
 	}
 	before := held(&r.st)
 	takeTo(&r.st, now, req.Rule.RateOf(), req.Cost, out)
-	r.wrote(storeNow, out.Life, req.Rule.Retain())
+	r.wrote(storeNow, out.Life, req.Rule.Retain(), req.Now)
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
 		sh.entries += grown
 		if grown > 0 && sh.entries > sh.maxEntries {

@@ -1,7 +1,10 @@
 package memory
 
 import (
+	"time"
+
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // state is a key's state under one algorithm: algorithm's types, which
@@ -48,9 +51,16 @@ func held[S any](st *S) int {
 
 // wrote extends r's expiry after a write at storeNow that says it counts for
 // life more (see algorithm.Outcome), keeping it at least the rule's
-// retention.
-func (r *record[S]) wrote(storeNow, life, retain int64) {
+// retention; a decision on the caller's clock (callerNow not 0), which the
+// store's own does not follow, KeepSlack more (see package backend).
+func (r *record[S]) wrote(storeNow, life, retain, callerNow int64) {
 	if life > 0 {
+		if callerNow != 0 {
+			storeNow += keepSlack
+		}
 		r.expireAt = max(r.expireAt, storeNow+max(life, retain))
 	}
 }
+
+// keepSlack is backend.KeepSlack in µs.
+const keepSlack = int64(backend.KeepSlack / time.Microsecond)
