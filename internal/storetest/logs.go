@@ -30,6 +30,7 @@ func Logs(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	t.Run("a denial reads a bounded part of the log, however long, after a lowered limit", func(t *testing.T) { boundedDenials(t, addr, newStore) })
 	t.Run("a peek or a refused refund leaves a log of the other form as it is", func(t *testing.T) { looksChangeNothing(t, addr, newStore) })
 	t.Run("a bad unit in a short log heals, every request's unit kept", func(t *testing.T) { badUnit(t, addr, newStore) })
+	t.Run("a log of more entries than any limit's heals once, then costs what any log does", func(t *testing.T) { hugeLog(t, addr, newStore) })
 }
 
 // clockAt is a caller's clock the check moves.
@@ -284,4 +285,39 @@ func badUnit(t *testing.T, addr string, newStore NewStore) {
 	}
 	require.Zero(t, conformance.OverAdmissions(admitted, p), "%d admitted over 3.3 s at 5 per second", len(admitted))
 	requireValidState(ctx, t, a, keys, ruleOf(t, pre, p, time.Hour), "after the bad unit")
+}
+
+// A sorted set of 60,000 entries in the window, under a meta that says
+// 150 (a log no decision writes: at most MaxLogLimit entries), once cost
+// the server 168 ms a request. It is no state of ours: the first denial
+// that checks it deletes it, and from then on a request reads what any
+// log's does.
+func hugeLog(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	a := Admin(t, addr)
+	c := &clockAt{time.Now()}
+	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
+	for i := 0; i < 150; i++ {
+		c.now = c.now.Add(time.Millisecond)
+		_, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+	}
+	keys := keysOf(t, pre, "k", l.Policy())
+	at := float64(c.now.UnixMicro())
+	for i := 0; i < 60_000; i += 1000 {
+		members := make([]goredis.Z, 1000)
+		for j := range members {
+			members[j] = goredis.Z{Score: at, Member: "x" + strconv.Itoa(i+j)}
+		}
+		require.NoError(t, a.ZAdd(ctx, keys[0], members...).Err())
+	}
+	admitAll(t, l, c, "k", 1, time.Millisecond)
+	require.LessOrEqual(t, a.ZCard(ctx, keys[0]).Val(), int64(200), "healed: the foreign entries are gone")
+	require.NoError(t, a.ConfigResetStat(ctx).Err())
+	for i := 0; i < 20; i++ {
+		c.now = c.now.Add(time.Millisecond)
+		_, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, rangeCalls(ctx, t, a), int64(40), "20 requests on the healed log")
 }
