@@ -9,26 +9,41 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
-// request is key's compiled policy and the request of cost n for the store.
-// A cost the policy can never admit, and a caller's clock outside [MinTime,
-// MaxTime], are refused here, before any I/O.
-func (l *Limiter) request(ctx context.Context, key string, n int) (*compiled, backend.Request, error) {
+// request is key's compiled policy, and writes into req the request of cost
+// n for the store (into the caller's variable: a Request returned beside
+// the policy and an error is stored and reloaded, a fifth of a memory
+// decision). A cost the policy can never admit, and a caller's clock
+// outside [MinTime, MaxTime], are refused here, before any I/O.
+func (l *Limiter) request(ctx context.Context, key string, n int, req *backend.Request) (*compiled, error) {
+	if l.policyFunc == nil && l.clock == nil { // the common Limiter, inlined
+		c := l.policy.Load()
+		if n < 1 || int64(n) > c.rule.MaxCost() {
+			return nil, costError(n, c.rule.MaxCost())
+		}
+		req.Rule, req.Key, req.Cost, req.Now = c.rule, key, int64(n), 0
+		return c, nil
+	}
+	return l.requestOf(ctx, key, n, req)
+}
+
+// requestOf is request, through the PolicyFunc and the caller's clock.
+func (l *Limiter) requestOf(ctx context.Context, key string, n int, req *backend.Request) (*compiled, error) {
 	c, err := l.policyOf(ctx, key)
 	if err != nil {
-		return nil, backend.Request{}, err
+		return nil, err
 	}
 	if n < 1 || int64(n) > c.rule.MaxCost() {
-		return nil, backend.Request{}, costError(n, c.rule.MaxCost())
+		return nil, costError(n, c.rule.MaxCost())
 	}
-	req := backend.Request{Rule: c.rule, Key: key, Cost: int64(n)}
+	req.Rule, req.Key, req.Cost, req.Now = c.rule, key, int64(n), 0
 	if l.clock != nil {
 		now := l.clock()
 		if err := validateTime(now); err != nil {
-			return nil, backend.Request{}, err
+			return nil, err
 		}
 		req.Now = now.UnixMicro()
 	}
-	return c, req, nil
+	return c, nil
 }
 
 // costError is the error of a cost n outside [1, maxCost].
@@ -62,7 +77,7 @@ func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request, ob
 func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, peek, observe bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
 	var d Decision
 	if err == nil {
-		d = decision(out, c.rule.MaxCost())
+		d = decision(*out, c.rule.MaxCost())
 	} else {
 		err = storeError(err)
 		// A cost the store says can never fit (a guard's share while its
@@ -88,7 +103,7 @@ func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, 
 // decision is the Decision of a store's outcome under a policy whose largest
 // cost is maxCost: the one place the store's integers become the user's
 // types.
-func decision(out *backend.Outcome, maxCost int64) (d Decision) {
+func decision(out backend.Outcome, maxCost int64) (d Decision) {
 	decisionTo(&d, out, maxCost)
 	return d
 }
@@ -96,7 +111,7 @@ func decision(out *backend.Outcome, maxCost int64) (d Decision) {
 // decisionTo is decision, written to d field by field: a Decision built
 // whole and then copied is stored 8 bytes at a time and reloaded 16 at a
 // time, and each such load stalls (docs/figures.md measures it).
-func decisionTo(d *Decision, out *backend.Outcome, maxCost int64) {
+func decisionTo(d *Decision, out backend.Outcome, maxCost int64) {
 	d.Allowed = out.Allowed
 	d.Limit = int(maxCost)
 	d.Remaining = int(max(maxCost-out.Count, 0))
@@ -106,7 +121,7 @@ func decisionTo(d *Decision, out *backend.Outcome, maxCost int64) {
 	d.At = time.UnixMicro(out.At)
 	d.Source = SourceStore
 	if out.Fallback != nil {
-		fallbackTo(d, out)
+		fallbackTo(d, &out)
 	}
 }
 

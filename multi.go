@@ -15,11 +15,11 @@ import (
 // one of them admits it, and the answer is the strictest of their decisions.
 //
 // A denial consumes no quota from the other policies. When every Limiter
-// shares one store that can decide several requests atomically (a
-// backend.MultiStore: the memory store always; Redis and Valkey on a single
-// server whatever the keys, and on a cluster when every key lives in one
-// hash slot, as several policies on the same key do), the whole decision is
-// one atomic step and this holds exactly. On a cluster, keys of several hash
+// shares one store that can decide several requests atomically
+// (backend.Store's TakeAll: the memory store always; Redis and Valkey on a
+// single server whatever the keys, and on a cluster when every key lives
+// in one hash slot, as several policies on the same key do), the whole
+// decision is one atomic step and this holds exactly. On a cluster, keys of several hash
 // tags are decided by a script per tag, sent at once, in two steps (every
 // shard peeks, then every shard takes if all would admit): a race between
 // the steps counts a denied request against the other policies, as below.
@@ -32,10 +32,10 @@ import (
 // each policy on its own never over-admits.
 type Multi struct {
 	limiters []*Limiter
-	// atomic is the store every Limiter shares, when it is a MultiStore and
-	// no Limiter is in dry-run mode (whose admissions must not hold back the
-	// others' records).
-	atomic backend.MultiStore
+	// atomic is the store every Limiter shares, when no Limiter is in
+	// dry-run mode (whose admissions must not hold back the others'
+	// records): its TakeAll is tried first.
+	atomic backend.Store
 }
 
 // MultiDecision is the strictest of the policies' decisions.
@@ -70,8 +70,8 @@ func NewMulti(limiters ...*Limiter) (*Multi, error) {
 		}
 	}
 	m := &Multi{limiters: limiters}
-	if ms, ok := limiters[0].store.(backend.MultiStore); ok && reflect.TypeOf(ms).Comparable() {
-		m.atomic = ms
+	if s := limiters[0].store; reflect.TypeOf(s).Comparable() {
+		m.atomic = s
 		for _, l := range limiters {
 			if l.dryRun || l.store != limiters[0].store {
 				m.atomic = nil
@@ -103,7 +103,7 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 			return MultiDecision{}, err
 		}
 		var err error
-		if cs[i], reqs[i], err = l.request(ctx, keys[i], n); err != nil {
+		if cs[i], err = l.request(ctx, keys[i], n, &reqs[i]); err != nil {
 			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
 		}
 	}
@@ -176,7 +176,7 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 	}
 	for i, l := range m.limiters {
 		if err == nil && outs[i].At == 0 {
-			continue // not decided: a layer knew another policy's denial (see backend.MultiStore)
+			continue // not decided: a layer knew another policy's denial (see backend.Store's TakeAll)
 		}
 		d, lerr := l.settle(ctx, cs[i], reqs[i], false, true, &outs[i], err, began)
 		if lerr != nil {

@@ -90,7 +90,7 @@ func TestMultiWithAFailedStore(t *testing.T) {
 		if open {
 			opts = append(opts, ratelimit.WithFailOpen())
 		}
-		broken, err := ratelimit.New(failingStore{errors.New("connection refused")}, ratelimit.PerMinute(5), opts...)
+		broken, err := ratelimit.New(failingStore{err: errors.New("connection refused")}, ratelimit.PerMinute(5), opts...)
 		require.NoError(t, err)
 		m, err := ratelimit.NewMulti(healthy, broken)
 		require.NoError(t, err)
@@ -110,6 +110,10 @@ func TestMultiWithAFailedStore(t *testing.T) {
 // oneByOne is a store that cannot decide several requests together (as a
 // cluster's, for keys on different shards): Multi peeks, then takes.
 type oneByOne struct{ backend.Store }
+
+func (oneByOne) TakeAll(context.Context, []backend.Request, []backend.Outcome) error {
+	return fmt.Errorf("oneByOne: %w", errors.ErrUnsupported)
+}
 
 // On a store that decides one by one, each decision Multi makes is observed
 // once, and no peek: the peeks are looks. A denied request reports what

@@ -51,7 +51,7 @@ func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o 
 // kept, and its values, and a cancellation of the caller's ends a call in
 // flight at once. A budget that runs out has cause backend.ErrBudget
 // (context.Cause), which tells it from the caller's own deadline. A
-// store that decides in process (a backend.InProcessStore, such as the
+// store that decides in process (its backend.Info says so, as the
 // memory store) gets no time budget: it has no I/O to wait on.
 // d must be positive.
 func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout = d } }

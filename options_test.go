@@ -77,7 +77,7 @@ func TestFailsClosedByDefaultAndOpenWhenAsked(t *testing.T) {
 		if open {
 			opts = append(opts, ratelimit.WithFailOpen())
 		}
-		l, err := ratelimit.New(failingStore{cause}, ratelimit.PerSecond(5), opts...)
+		l, err := ratelimit.New(failingStore{err: cause}, ratelimit.PerSecond(5), opts...)
 		require.NoError(t, err)
 		for _, call := range []func() (ratelimit.Decision, error){
 			func() (ratelimit.Decision, error) { return l.Allow(ctx, "user") },

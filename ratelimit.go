@@ -10,7 +10,6 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/backend/memory"
 )
 
 // Limiter applies a Policy to keys on a store. It is safe for concurrent use;
@@ -25,9 +24,10 @@ type Limiter struct {
 	observer Observer
 	failOpen bool
 	dryRun   bool
-	plain    bool          // none of observer, failOpen, dryRun, policyFunc, clock, budget: the shortest path
-	mem      *memory.Store // the store, when plain and the memory store: called on its concrete type
-	timeout  time.Duration // the time budget of a store call; 0 for an in-process store
+	// direct: nothing to settle (no observer, failure mode, dry run or
+	// time budget): a decision is the store's answer, as it is.
+	direct  bool
+	timeout time.Duration // the time budget of a store call; 0 for an in-process store
 	// retention is how long a key's state is kept after a write, at
 	// least (a rule keeps it for its window if that is longer): the
 	// longest window any of the Limiter's policies may have.
@@ -64,7 +64,7 @@ func New(store backend.Store, p Policy, opts ...Option) (*Limiter, error) {
 	if l.timeout <= 0 {
 		return nil, fmt.Errorf("%w: timeout %v is not positive", ErrInvalidArgument, l.timeout)
 	}
-	if s, ok := store.(backend.InProcessStore); ok && s.InProcess() {
+	if store.Info().InProcess {
 		l.timeout = 0
 	}
 	if err := p.Validate(); err != nil {
@@ -82,10 +82,7 @@ func New(store backend.Store, p Policy, opts ...Option) (*Limiter, error) {
 	if l.policyFunc != nil {
 		l.rules, _ = lru.New[Policy, *compiled](policyFuncRules) // only a size under 1 fails
 	}
-	l.plain = l.observer == nil && !l.failOpen && !l.dryRun && l.policyFunc == nil && l.clock == nil && l.timeout == 0
-	if m, ok := store.(*memory.Store); ok && l.plain {
-		l.mem = m
-	}
+	l.direct = l.observer == nil && !l.failOpen && !l.dryRun && l.timeout == 0
 	return l, nil
 }
 
@@ -177,54 +174,42 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (d Decision, er
 // allowTo is AllowN writing the Decision into *d. Allow and AllowN are
 // small enough to be inlined, so *d is the caller's own variable: a
 // Decision is too large for registers, and returning it from a call that
-// is not inlined copies it twice more in the caller's frame.
-func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) (err error) {
-	if l.plain {
-		return l.takePlain(ctx, key, n, d)
-	}
-	*d, err = l.allowN(ctx, key, n)
-	return err
-}
-
-// takePlain is AllowN's hot path: an in-process store on its own clock,
-// nothing to observe, so nothing to settle (no failure mode, no dry run,
-// no time budget, no latency to measure). It builds the request in place
-// rather than through request, whose policy lookup and returned Request
-// cost about a quarter of a decision here (docs/figures.md), and writes the
-// Decision once, into the caller's; *d is left zero on an error.
-func (l *Limiter) takePlain(ctx context.Context, key string, n int, d *Decision) error {
+// is not inlined copies it twice more in the caller's frame. Every call
+// takes this one path; what it skips when nothing is to be settled (direct)
+// is the settling alone.
+func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
 	}
-	rule := l.policy.Load().rule
-	if n < 1 || int64(n) > rule.MaxCost() {
-		return costError(n, rule.MaxCost())
+	if l.direct && l.policyFunc == nil && l.clock == nil {
+		// request(), written out: the common Limiter's whole path in one
+		// frame (the call and its results cost a tenth of a decision).
+		rule := l.policy.Load().rule
+		if n < 1 || int64(n) > rule.MaxCost() {
+			return costError(n, rule.MaxCost())
+		}
+		out, err := l.store.Take(ctx, backend.Request{Rule: rule, Key: key, Cost: int64(n)})
+		if err != nil {
+			return storeError(err)
+		}
+		decisionTo(d, out, rule.MaxCost())
+		return nil
 	}
-	req := backend.Request{Rule: rule, Key: key, Cost: int64(n)}
-	var out backend.Outcome
-	var err error
-	if l.mem != nil { // no interface between them: req and out stay on this stack
-		err = l.mem.TakeTo(ctx, &req, &out)
-	} else {
-		out, err = l.store.Take(ctx, req)
-	}
+	var req backend.Request
+	c, err := l.request(ctx, key, n, &req)
 	if err != nil {
-		return storeError(err)
+		return err
 	}
-	decisionTo(d, &out, rule.MaxCost())
-	return nil
-}
-
-// allowN is AllowN through every layer of the Limiter.
-func (l *Limiter) allowN(ctx context.Context, key string, n int) (Decision, error) {
-	if err := checkArgs(ctx, key); err != nil {
-		return Decision{}, err
+	if l.direct {
+		out, err := l.store.Take(ctx, req)
+		if err != nil {
+			return storeError(err)
+		}
+		decisionTo(d, out, c.rule.MaxCost())
+		return nil
 	}
-	c, req, err := l.request(ctx, key, n)
-	if err != nil {
-		return Decision{}, err
-	}
-	return l.take(ctx, c, req)
+	*d, err = l.take(ctx, c, req)
+	return err
 }
 
 // Peek reports key's quota without consuming any: Allowed tells whether a
@@ -234,7 +219,8 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	c, req, err := l.request(ctx, key, 1)
+	var req backend.Request
+	c, err := l.request(ctx, key, 1, &req)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -255,31 +241,28 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 // n must be in [1, MaxCost()] and at most what the key has in use (for
 // GCRA, what has not drained yet): otherwise nothing changes and the error
 // wraps ErrInvalidCost. Refunds are not observed, and a store failure is
-// returned, wrapping ErrStore, whatever the failure mode. The store must be
-// a backend.RefundStore (every store in this module is); otherwise the
-// error wraps errors.ErrUnsupported.
+// returned, wrapping ErrStore, whatever the failure mode. A store that
+// cannot refund (every store in this module can) answers an error wrapping
+// errors.ErrUnsupported.
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Decision, error) {
 	if err := checkArgs(ctx, key); err != nil {
 		return Decision{}, err
 	}
-	c, req, err := l.request(ctx, key, n)
+	var req backend.Request
+	c, err := l.request(ctx, key, n, &req)
 	if err != nil {
 		return Decision{}, err
 	}
-	rs, ok := l.store.(backend.RefundStore)
-	if !ok {
-		return Decision{}, fmt.Errorf("ratelimit: the store %T cannot refund: %w", l.store, errors.ErrUnsupported)
-	}
 	sctx, cancel := l.budget(ctx, time.Now())
 	defer cancel()
-	out, err := rs.Refund(sctx, req)
+	out, err := l.store.Refund(sctx, req)
 	switch {
-	case errors.Is(err, ErrInvalidCost):
+	case errors.Is(err, ErrInvalidCost), errors.Is(err, errors.ErrUnsupported):
 		return Decision{}, err
 	case err != nil:
 		return Decision{}, storeError(err)
 	}
-	return decision(&out, c.rule.MaxCost()), nil
+	return decision(out, c.rule.MaxCost()), nil
 }
 
 // Reset forgets key's history under every algorithm: its full quota is

@@ -66,7 +66,10 @@ func TestPrefixValidation(t *testing.T) {
 }
 
 // failingStore is a Store whose server is gone.
-type failingStore struct{ err error }
+type failingStore struct {
+	backend.Unimplemented
+	err error
+}
 
 func (f failingStore) Take(context.Context, backend.Request) (backend.Outcome, error) {
 	return allowed(), f.err
@@ -84,7 +87,7 @@ func allowed() backend.Outcome {
 
 func TestStoreErrorsAreWrappedNeverDecisions(t *testing.T) {
 	cause := errors.New("connection refused")
-	l, err := ratelimit.New(failingStore{cause}, ratelimit.PerSecond(1))
+	l, err := ratelimit.New(failingStore{err: cause}, ratelimit.PerSecond(1))
 	require.NoError(t, err)
 	d, err := l.Allow(context.Background(), "user")
 	require.ErrorIs(t, err, ratelimit.ErrStore)

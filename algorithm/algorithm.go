@@ -90,7 +90,9 @@ func keyTime(now, at int64) int64 {
 	return now
 }
 
-// Outcome is a decision in microseconds, as a store computes it.
+// Outcome is a decision in microseconds, as a store computes it: what its
+// caller reads (package backend's Outcome embeds it). What the decision did
+// to the state, which only the store that keeps it reads, is an Effect.
 type Outcome struct {
 	// Allowed, Count, ResetAt and RetryAfter are those of a
 	// ratelimit.Decision, in microseconds.
@@ -99,25 +101,28 @@ type Outcome struct {
 	ResetAt    int64 // µs since the Unix epoch
 	RetryAfter int64 // µs; 0 when allowed
 	At         int64 // µs since the Unix epoch: the decision's time
-	// Life is set when the decision wrote the state (an admission, a
-	// refund): how long after At the state still counts. A store keeps it
-	// at least that long, and at least its retention; 0 leaves the time
-	// it is kept as it was.
-	Life int64
-	// Changed reports whether the decision changed the state: an
-	// admission, a refund, a Take that re-timed state from the future or
-	// (a Log) pruned what left the window. A store that saves state (a
-	// row, a key) writes it back only when Changed; a state not Changed
-	// saves to the same bytes. Peek never changes it. The states of this
-	// package set it; the Limiter ignores it.
-	Changed bool
 }
 
 // set writes every field of o, one store each: a composite literal is built
 // aside and copied 16 bytes at a time, and each of those loads of fields
 // just stored 8 bytes at a time stalls (docs/figures.md measures it).
-func (o *Outcome) set(allowed bool, count, resetAt, retryAfter, at, life int64) {
-	o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At, o.Life, o.Changed = allowed, count, resetAt, retryAfter, at, life, false
+func (o *Outcome) set(allowed bool, count, resetAt, retryAfter, at int64) {
+	o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At = allowed, count, resetAt, retryAfter, at
+}
+
+// Effect is what a decision did to the state, for the store that keeps it.
+type Effect struct {
+	// Life is set when the decision wrote the state (an admission, a
+	// refund): how long after the Outcome's At the state still counts. A
+	// store keeps it at least that long, and at least its retention; 0
+	// leaves the time it is kept as it was.
+	Life int64
+	// Changed reports whether the decision changed the state: an
+	// admission, a refund, a Take that re-timed state from the future or
+	// (a Log) pruned what left the window. A store that saves state (a
+	// row, a key) writes it back only when Changed; a state not Changed
+	// saves to the same bytes. Peek never changes it.
+	Changed bool
 }
 
 // Rate is a policy in the units the algorithms compute in.

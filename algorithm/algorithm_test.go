@@ -28,8 +28,19 @@ type step struct {
 	decided                   int64 // the time decided at, when not at (the key's time)
 }
 
+// taker is what every state does.
+type taker interface {
+	Take(now int64, r Rate, n int64) (Outcome, Effect)
+}
+
+// take is st.Take's outcome.
+func take(st taker, now int64, r Rate, n int64) Outcome {
+	out, _ := st.Take(now, r, n)
+	return out
+}
+
 type decider interface {
-	Take(now int64, r Rate, n int64) Outcome
+	Take(now int64, r Rate, n int64) (Outcome, Effect)
 	Peek(now int64, r Rate, n int64) Outcome
 	Life(now int64, r Rate) int64
 }
@@ -38,23 +49,24 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 	t.Helper()
 	for _, s := range steps {
 		var out Outcome
+		var e Effect
 		if s.cost == 0 {
 			out = d.Peek(s.at*ms, r, 1)
 		} else {
-			out = d.Take(s.at*ms, r, s.cost)
+			out, e = d.Take(s.at*ms, r, s.cost)
 		}
 		at := s.at
 		if s.decided != 0 {
 			at = s.decided
 		}
 		if s.cost != 0 && out.Allowed { // a write says how long the state counts
-			assert.Equal(t, d.Life(at*ms, r), out.Life, "%s: Life", s.name)
-			assert.Positive(t, out.Life, "%s: Life", s.name)
-			assert.True(t, out.Changed, "%s: an admission changes the state", s.name)
-			out.Life = 0
+			assert.Equal(t, d.Life(at*ms, r), e.Life, "%s: Life", s.name)
+			assert.Positive(t, e.Life, "%s: Life", s.name)
+			assert.True(t, e.Changed, "%s: an admission changes the state", s.name)
+			e.Life = 0
 		}
-		out.Changed = false // TestChangedIsWhetherTheSavedBytesChanged checks the rest
-		assert.Zero(t, out.Life, "%s: a peek or a denial writes no Life", s.name)
+		// TestChangedIsWhetherTheSavedBytesChanged checks Changed.
+		assert.Zero(t, e.Life, "%s: a peek or a denial writes no Life", s.name)
 		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: at * ms}
 		assert.Equal(t, want, out, s.name)
 	}
@@ -83,9 +95,9 @@ func TestLogFollowsTheRules(t *testing.T) {
 func TestLogHoldsAnEntryPerRequest(t *testing.T) {
 	var l Log
 	r := rate(maxLogLimit, time.Hour, slidingWindow, 0)
-	require.True(t, l.Take(0, r, maxLogLimit-1).Allowed)
-	require.True(t, l.Take(1, r, 1).Allowed)
-	require.False(t, l.Take(2, r, 1).Allowed)
+	require.True(t, take(&l, 0, r, maxLogLimit-1).Allowed)
+	require.True(t, take(&l, 1, r, 1).Allowed)
+	require.False(t, take(&l, 2, r, 1).Allowed)
 	assert.Equal(t, 2, l.Len())
 }
 
@@ -96,12 +108,12 @@ func TestLogRetimesTheFuture(t *testing.T) {
 	var l Log
 	r := rate(2, time.Second, slidingWindow, 0)
 	hour := int64(time.Hour / time.Microsecond)
-	l.Take(hour, r, 2)
+	take(&l, hour, r, 2)
 	out := l.Peek(0, r, 1)
 	assert.Equal(t, Outcome{Allowed: false, Count: 2, ResetAt: 1000 * ms, RetryAfter: 1000 * ms, At: 0}, out, "a peek sees them at now")
-	out = l.Take(5*ms, r, 1)
+	out = take(&l, 5*ms, r, 1)
 	assert.Equal(t, int64(1000*ms), out.RetryAfter, "a take brings them to now...")
-	out = l.Take(1005*ms, r, 1)
+	out = take(&l, 1005*ms, r, 1)
 	assert.True(t, out.Allowed, "... so they leave one window later")
 }
 
@@ -174,44 +186,44 @@ func TestBucketFollowsTheRules(t *testing.T) {
 func TestBucketIsExactForFractionalIntervals(t *testing.T) {
 	var b Bucket
 	r := rate(3, time.Second, gcra, 3)
-	require.True(t, b.Take(0, r, 3).Allowed)
-	out := b.Take(0, r, 3)
+	require.True(t, take(&b, 0, r, 3).Allowed)
+	out := take(&b, 0, r, 3)
 	assert.Equal(t, int64(1000*ms), out.RetryAfter)
-	assert.False(t, b.Take(1000*ms-1, r, 3).Allowed)
-	assert.True(t, b.Take(1000*ms, r, 3).Allowed)
+	assert.False(t, take(&b, 1000*ms-1, r, 3).Allowed)
+	assert.True(t, take(&b, 1000*ms, r, 3).Allowed)
 }
 
 func TestBucketFromTheFutureDrainsFromNow(t *testing.T) {
 	var b Bucket
 	r := rate(1, time.Second, gcra, 2)
 	hour := int64(time.Hour / time.Microsecond)
-	b.Take(hour, r, 2)
-	out := b.Take(0, r, 1)
+	take(&b, hour, r, 2)
+	out := take(&b, 0, r, 1)
 	require.False(t, out.Allowed)
 	assert.Equal(t, int64(1000*ms), out.RetryAfter, "one interval from now, not from an hour ahead")
-	assert.True(t, b.Take(1000*ms, r, 1).Allowed)
+	assert.True(t, take(&b, 1000*ms, r, 1).Allowed)
 }
 
 func TestRefunds(t *testing.T) {
 	type refunder interface {
 		decider
-		Refund(now int64, r Rate, n int64) (Outcome, bool)
+		Refund(now int64, r Rate, n int64) (Outcome, Effect, bool)
 	}
 	for _, alg := range kinds() {
 		t.Run(alg.String(), func(t *testing.T) {
 			states := map[kind]refunder{slidingWindow: &Log{}, fixedWindow: &Fixed{},
 				slidingWindowCounter: &SlidingCounter{}, gcra: &Bucket{}}
 			s, r := states[alg], rate(5, time.Second, alg, 5)
-			require.True(t, s.Take(0, r, 2).Allowed)
-			require.True(t, s.Take(0, r, 3).Allowed)
-			_, ok := s.Refund(0, r, 6)
+			require.True(t, take(s, 0, r, 2).Allowed)
+			require.True(t, take(s, 0, r, 3).Allowed)
+			_, _, ok := s.Refund(0, r, 6)
 			require.False(t, ok, "more than was taken")
 			require.Equal(t, int64(5), s.Peek(0, r, 1).Count, "a refused refund changes nothing")
-			out, ok := s.Refund(0, r, 4)
+			out, _, ok := s.Refund(0, r, 4)
 			require.True(t, ok)
 			require.Equal(t, int64(1), out.Count)
-			require.True(t, s.Take(0, r, 4).Allowed, "the refund is quota again")
-			require.False(t, s.Take(0, r, 1).Allowed)
+			require.True(t, take(s, 0, r, 4).Allowed, "the refund is quota again")
+			require.False(t, take(s, 0, r, 1).Allowed)
 		})
 	}
 }
@@ -229,12 +241,12 @@ func TestWindowStartBeforeTheEpoch(t *testing.T) {
 func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
 	var f Fixed
 	old, r := rate(2, 300*time.Millisecond, fixedWindow, 0), rate(2, 340*time.Millisecond, fixedWindow, 0)
-	require.True(t, f.Take(900*ms, old, 2).Allowed) // a window starting at 900ms, not a multiple of 340ms
-	out := f.Take(1000*ms, r, 1)
+	require.True(t, take(&f, 900*ms, old, 2).Allowed) // a window starting at 900ms, not a multiple of 340ms
+	out := take(&f, 1000*ms, r, 1)
 	require.False(t, out.Allowed)
 	assert.Equal(t, int64(1020*ms), out.ResetAt, "the next 340ms window starts at 1020ms")
-	assert.False(t, f.Take(out.At+out.RetryAfter-1, r, 1).Allowed, "1µs before")
-	assert.True(t, f.Take(out.At+out.RetryAfter, r, 1).Allowed, "at retry-after")
+	assert.False(t, take(&f, out.At+out.RetryAfter-1, r, 1).Allowed, "1µs before")
+	assert.True(t, take(&f, out.At+out.RetryAfter, r, 1).Allowed, "at retry-after")
 }
 
 // A cost over the limit never fits: every algorithm denies it, whatever the
@@ -252,12 +264,12 @@ func TestACostOverTheLimitIsDeniedWithoutAPanic(t *testing.T) {
 			for _, used := range []int64{0, 1, 2} {
 				d := fresh()
 				for i := int64(0); i < used; i++ {
-					d.Take(0, r, 1)
+					take(d, 0, r, 1)
 				}
 				for _, n := range []int64{3, 4, 10} {
 					for _, at := range []int64{0, 500 * ms, 1500 * ms, 5000 * ms} {
 						require.NotPanics(t, func() {
-							out := d.Take(at, r, n)
+							out := take(d, at, r, n)
 							require.False(t, out.Allowed, "%v on %s state, %d used: cost %d at %dms", alg, name, used, n, at/ms)
 							require.GreaterOrEqual(t, out.RetryAfter, int64(0))
 							out = d.Peek(at, r, n)

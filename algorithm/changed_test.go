@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Outcome.Changed is true exactly when the decision changed the state's
+// Effect.Changed is true exactly when the decision changed the state's
 // saved bytes, so that a store on a database may skip the write of a state
 // not Changed: random takes, peeks and refunds, clocks that step back,
 // policies that change. A peek never changes anything.
@@ -28,22 +28,22 @@ func TestChangedIsWhetherTheSavedBytesChanged(t *testing.T) {
 			r, n := rateOf(p), int64(1+rng.IntN(p.MaxCost()))
 			before, err := st.MarshalBinary()
 			require.NoError(t, err)
-			var out Outcome
+			var e Effect
 			what := "a take"
 			switch rng.IntN(3) {
 			case 0:
-				out = st.Take(now, r, n)
+				_, e = st.Take(now, r, n)
 			case 1:
-				out, what = st.Peek(now, r, n), "a peek"
-				require.False(t, out.Changed, "%v: call %d, a peek", alg, i)
+				st.Peek(now, r, n)
+				what = "a peek" // no Effect: a peek changes nothing (checked against the bytes)
 			default:
-				out, _ = st.Refund(now, r, n)
+				_, e, _ = st.Refund(now, r, n)
 				what = "a refund"
 			}
 			after, err := st.MarshalBinary()
 			require.NoError(t, err)
-			require.Equal(t, !bytes.Equal(before, after), out.Changed, "%v: call %d, %s: Changed against the bytes", alg, i, what)
-			seen[out.Changed]++
+			require.Equal(t, !bytes.Equal(before, after), e.Changed, "%v: call %d, %s: Changed against the bytes", alg, i, what)
+			seen[e.Changed]++
 		}
 		require.Positive(t, seen[true], "%v: no call changed the state", alg)
 		require.Positive(t, seen[false], "%v: every call changed the state", alg)

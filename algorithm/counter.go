@@ -10,15 +10,15 @@ type SlidingCounter struct {
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (c *SlidingCounter) Take(now int64, r Rate, n int64) (out Outcome) {
-	c.decide(now, &r, n, true, &out)
-	return out
+func (c *SlidingCounter) Take(now int64, r Rate, n int64) (out Outcome, e Effect) {
+	e = c.decide(now, &r, n, true, &out)
+	return out, e
 }
 
 // TakeTo is Take, its outcome written to out: a store's hot path copies no
 // Outcome.
-func (c *SlidingCounter) TakeTo(now int64, r *Rate, n int64, out *Outcome) {
-	c.decide(now, r, n, true, out)
+func (c *SlidingCounter) TakeTo(now int64, r *Rate, n int64, out *Outcome) Effect {
+	return c.decide(now, r, n, true, out)
 }
 
 // Peek decides as Take would and changes nothing.
@@ -75,7 +75,7 @@ func fitsAfter(p, m, window int64) int64 {
 	return window - a*window/1000
 }
 
-func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *Outcome) (eff Effect) {
 	now = c.keyTime(now)
 	s := c.current(now, r.Window)
 	w, e := r.Window, now-s.start
@@ -84,7 +84,7 @@ func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *O
 		wp = weighted(s.prev, covered(e, w))
 		count += wp
 	}
-	out.set(n <= r.Limit-count, count, 0, 0, now, 0)
+	out.set(n <= r.Limit-count, count, 0, 0, now)
 	if !out.Allowed {
 		if m := r.Limit - s.cur - n; m >= 0 { // fits in this window, once enough of the previous has slid out
 			out.RetryAfter = s.start + fitsAfter(s.prev, m, w) - now
@@ -93,14 +93,16 @@ func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *O
 		}
 		if record && c.started && c.start > now {
 			c.start = s.start // a Take rewrites state from the future, admitted or not
-			out.Changed = true
+			eff.Changed = true
 		}
 	} else if record {
 		s.cur += n
 		*c = s
-		out.Count, out.Life, out.Changed = out.Count+n, s.start+2*w-now, true
+		out.Count = out.Count + n
+		eff = Effect{Life: s.start + 2*w - now, Changed: true}
 	}
 	out.ResetAt = s.nextDrop(now, w, wp)
+	return eff
 }
 
 // nextDrop is when the count of s next drops: when the weighted previous
@@ -119,18 +121,16 @@ func (s *SlidingCounter) nextDrop(now, w, wp int64) int64 {
 // Refund gives back n of the count, from the current window first, then
 // from the previous one (where a request weighs less); false, changing
 // nothing, if they hold less.
-func (c *SlidingCounter) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+func (c *SlidingCounter) Refund(now int64, r Rate, n int64) (Outcome, Effect, bool) {
 	now = c.keyTime(now)
 	s := c.current(now, r.Window)
 	if n > s.cur+s.prev {
-		return Outcome{}, false
+		return Outcome{}, Effect{}, false
 	}
 	fromCur := min(n, s.cur)
 	s.cur, s.prev = s.cur-fromCur, s.prev-(n-fromCur)
 	*c = s
-	out := c.Peek(now, r, 1)
-	out.Life, out.Changed = c.Life(now, r), true
-	return out, true
+	return c.Peek(now, r, 1), Effect{Life: c.Life(now, r), Changed: true}, true
 }
 
 // Empty reports whether the state holds no window.

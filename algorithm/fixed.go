@@ -11,14 +11,16 @@ type Fixed struct {
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (f *Fixed) Take(now int64, r Rate, n int64) (out Outcome) {
-	f.decide(now, &r, n, true, &out)
-	return out
+func (f *Fixed) Take(now int64, r Rate, n int64) (out Outcome, e Effect) {
+	e = f.decide(now, &r, n, true, &out)
+	return out, e
 }
 
 // TakeTo is Take, its outcome written to out: a store's hot path copies no
 // Outcome.
-func (f *Fixed) TakeTo(now int64, r *Rate, n int64, out *Outcome) { f.decide(now, r, n, true, out) }
+func (f *Fixed) TakeTo(now int64, r *Rate, n int64, out *Outcome) Effect {
+	return f.decide(now, r, n, true, out)
+}
 
 // Peek decides as Take would and changes nothing.
 func (f *Fixed) Peek(now int64, r Rate, n int64) (out Outcome) {
@@ -41,39 +43,39 @@ func (f *Fixed) current(now, window int64) (start, count int64) {
 	return f.start, f.count
 }
 
-func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) (e Effect) {
 	now = f.keyTime(now)
 	start, count := f.current(now, r.Window)
 	end := start + r.Window
 	if f.aligned != r.Window || start != f.start {
 		end = fixedEnd(start, r.Window)
 	}
-	out.set(n <= r.Limit-count, count, end, 0, now, 0)
+	out.set(n <= r.Limit-count, count, end, 0, now)
 	switch {
 	case !out.Allowed:
 		out.RetryAfter = out.ResetAt - now
 		if record && f.started && f.start > now {
 			f.start, f.aligned = start, r.Window // a Take rewrites state from the future, admitted or not
-			out.Changed = true
+			e.Changed = true
 		}
 	case record:
 		f.set(start, count+n, f.alignedTo(start, r.Window))
-		out.Count, out.Life, out.Changed = f.count, out.ResetAt-now, true
+		out.Count = f.count
+		e = Effect{Life: out.ResetAt - now, Changed: true}
 	}
+	return e
 }
 
 // Refund gives back n of the current window's count; false, changing
 // nothing, if it holds less.
-func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+func (f *Fixed) Refund(now int64, r Rate, n int64) (Outcome, Effect, bool) {
 	now = f.keyTime(now)
 	start, count := f.current(now, r.Window)
 	if n > count {
-		return Outcome{}, false
+		return Outcome{}, Effect{}, false
 	}
 	f.set(start, count-n, f.alignedTo(start, r.Window))
-	out := f.Peek(now, r, 1)
-	out.Life, out.Changed = f.Life(now, r), true
-	return out, true
+	return f.Peek(now, r, 1), Effect{Life: f.Life(now, r), Changed: true}, true
 }
 
 // keyTime is the time a request at now is decided at: the window's start,

@@ -9,14 +9,16 @@ type Bucket struct {
 }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (b *Bucket) Take(now int64, r Rate, n int64) (out Outcome) {
-	b.decide(now, &r, n, true, &out)
-	return out
+func (b *Bucket) Take(now int64, r Rate, n int64) (out Outcome, e Effect) {
+	e = b.decide(now, &r, n, true, &out)
+	return out, e
 }
 
 // TakeTo is Take, its outcome written to out: a store's hot path copies no
 // Outcome.
-func (b *Bucket) TakeTo(now int64, r *Rate, n int64, out *Outcome) { b.decide(now, r, n, true, out) }
+func (b *Bucket) TakeTo(now int64, r *Rate, n int64, out *Outcome) Effect {
+	return b.decide(now, r, n, true, out)
+}
 
 // Peek decides as Take would and changes nothing.
 func (b *Bucket) Peek(now int64, r Rate, n int64) (out Outcome) {
@@ -44,22 +46,23 @@ func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 	return level
 }
 
-func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) (e Effect) {
 	now = b.keyTime(now)
 	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
-	out.set(n*r.Unit <= capacity-level, 0, 0, 0, now, 0)
+	out.set(n*r.Unit <= capacity-level, 0, 0, 0, now)
 	if !out.Allowed {
 		out.RetryAfter = ceilDiv(level+n*r.Unit-capacity, r.Drain)
 		if record && b.at > now && b.level > 0 {
 			b.set(now, level, r) // a Take rewrites state from the future, admitted or not
-			out.Changed = true
+			e.Changed = true
 		}
 	} else if record {
 		level += n * r.Unit
 		b.set(now, level, r)
-		out.Life, out.Changed = ceilDiv(level, r.Drain), true
+		e = Effect{Life: ceilDiv(level, r.Drain), Changed: true}
 	}
 	out.Count, out.ResetAt = bucketCount(level, now, r)
+	return e
 }
 
 // keyTime is the time a request at now is decided at: the level's, when
@@ -93,16 +96,14 @@ func bucketCount(level, now int64, r *Rate) (count, next int64) {
 
 // Refund lowers the level by n requests (to 0 at most); false, changing
 // nothing, if it holds fewer than n requests' worth.
-func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+func (b *Bucket) Refund(now int64, r Rate, n int64) (Outcome, Effect, bool) {
 	now = b.keyTime(now)
 	level := b.levelAt(now, &r)
 	if n > ceilDiv(level, r.Unit) {
-		return Outcome{}, false
+		return Outcome{}, Effect{}, false
 	}
 	b.set(now, max(level-n*r.Unit, 0), &r)
-	out := b.Peek(now, r, 1)
-	out.Life, out.Changed = b.Life(now, r), true
-	return out, true
+	return b.Peek(now, r, 1), Effect{Life: b.Life(now, r), Changed: true}, true
 }
 
 // Empty reports whether the bucket is empty as written.

@@ -23,14 +23,16 @@ type Entry struct{ At, Cost int64 }
 func (l *Log) Len() int { return len(l.buf) - l.head }
 
 // Take decides a request of cost n at now, recording it if admitted.
-func (l *Log) Take(now int64, r Rate, n int64) (out Outcome) {
-	l.decide(now, &r, n, true, &out)
-	return out
+func (l *Log) Take(now int64, r Rate, n int64) (out Outcome, e Effect) {
+	e = l.decide(now, &r, n, true, &out)
+	return out, e
 }
 
 // TakeTo is Take, its outcome written to out: a store's hot path copies no
 // Outcome.
-func (l *Log) TakeTo(now int64, r *Rate, n int64, out *Outcome) { l.decide(now, r, n, true, out) }
+func (l *Log) TakeTo(now int64, r *Rate, n int64, out *Outcome) Effect {
+	return l.decide(now, r, n, true, out)
+}
 
 // Peek decides as Take would and changes nothing, not even the pruning.
 func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
@@ -38,7 +40,7 @@ func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
 	return out
 }
 
-func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
+func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) Effect {
 	now = l.keyTime(now)
 	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
 	changed := false
@@ -53,18 +55,20 @@ func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) {
 		count -= x.Cost
 	}
 	e = e[first:]
-	out.set(n <= r.Limit-count, count, now, 0, now, 0)
-	out.Changed = changed
+	out.set(n <= r.Limit-count, count, now, 0, now)
+	eff := Effect{Changed: changed}
 	if !out.Allowed {
 		out.RetryAfter = retryAfter(e, count+n-r.Limit, now, r.Window)
 	} else if record {
 		l.insert(now, n)
 		e = l.buf[l.head+first:]
-		out.Count, out.Life, out.Changed = out.Count+n, r.Window, true // the new entry is the newest
+		out.Count = out.Count + n
+		eff = Effect{Life: r.Window, Changed: true} // the new entry is the newest
 	}
 	if len(e) > 0 {
 		out.ResetAt = min(e[0].At, now) + r.Window
 	}
+	return eff
 }
 
 // retryAfter is how long until the entry holding the k-th oldest unit of e
@@ -136,10 +140,10 @@ func (l *Log) insert(now, n int64) {
 
 // Refund gives back n units, dropping them from the newest entries; false,
 // changing nothing, if the window holds fewer than n.
-func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, bool) {
+func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, Effect, bool) {
 	now = l.keyTime(now)
 	if n > l.Peek(now, r, 1).Count {
-		return Outcome{}, false
+		return Outcome{}, Effect{}, false
 	}
 	l.retime(now)
 	l.prune(now - r.Window)
@@ -156,9 +160,7 @@ func (l *Log) Refund(now int64, r Rate, n int64) (Outcome, bool) {
 	if l.head == len(l.buf) {
 		l.buf, l.head = l.buf[:0], 0
 	}
-	out := l.Peek(now, r, 1)
-	out.Life, out.Changed = l.Life(now, r), true
-	return out, true
+	return l.Peek(now, r, 1), Effect{Life: l.Life(now, r), Changed: true}, true
 }
 
 // Empty reports whether the log holds no entry.

@@ -15,7 +15,7 @@ type savable interface {
 	decider
 	encoding.BinaryMarshaler
 	encoding.BinaryUnmarshaler
-	Refund(now int64, r Rate, n int64) (Outcome, bool)
+	Refund(now int64, r Rate, n int64) (Outcome, Effect, bool)
 }
 
 func fresh(alg kind) savable {
@@ -52,14 +52,15 @@ func TestAStateSavedAndLoadedDecidesTheSame(t *testing.T) {
 			saved = loaded
 			switch rng.IntN(3) {
 			case 0:
-				require.Equal(t, kept.Take(now, r, n), saved.Take(now, r, n), "%v: call %d, a take", alg, i)
+				require.Equal(t, take(kept, now, r, n), take(saved, now, r, n), "%v: call %d, a take", alg, i)
 			case 1:
 				require.Equal(t, kept.Peek(now, r, n), saved.Peek(now, r, n), "%v: call %d, a peek", alg, i)
 			default:
-				a, okA := kept.Refund(now, r, n)
-				b, okB := saved.Refund(now, r, n)
+				a, ea, okA := kept.Refund(now, r, n)
+				b, eb, okB := saved.Refund(now, r, n)
 				require.Equal(t, okA, okB, "%v: call %d, a refund", alg, i)
 				require.Equal(t, a, b, "%v: call %d, a refund", alg, i)
+				require.Equal(t, ea, eb, "%v: call %d, a refund", alg, i)
 			}
 		}
 	}
@@ -71,7 +72,7 @@ func TestBadBytesAreNoState(t *testing.T) {
 	for _, alg := range kinds() {
 		s := fresh(alg)
 		r := rateOf(newPolicy(alg, 5, time.Second))
-		s.Take(0, r, 2)
+		take(s, 0, r, 2)
 		before, err := s.MarshalBinary()
 		require.NoError(t, err)
 		for _, bad := range [][]byte{nil, {}, {9}, {stateVersion}, append(append([]byte{}, before...), 0), before[:len(before)-1]} {

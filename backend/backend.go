@@ -1,8 +1,8 @@
 // Package backend is the contract between a ratelimit.Limiter and the store
 // that keeps its state, as database/sql/driver is database/sql's: what a store
-// implements (Store and the optional abilities a Limiter discovers by type
-// assertion), what it is asked (a Request under a compiled Rule) and what it
-// answers (an Outcome, in integers). Users of the library never need it; the
+// implements (Store: every operation, and what it is, its Info; a store
+// embeds Unimplemented for what it leaves out), what it is asked (a Request
+// under a compiled Rule) and what it answers (an Outcome, in integers). Users of the library never need it; the
 // stores of this module (backend/memory, backend/redis, backend/valkey) and
 // yours do. Package conformance is its executable specification.
 //
@@ -36,7 +36,7 @@
 // A key's state is named by the rule's prefix, the key and the rule's
 // algorithm: one key keeps a state per algorithm, apart. After a write, a
 // store keeps the state for at least Rule.Retain and for as long as it still
-// counts (Outcome.Life), whichever is longer: state dropped sooner lets a key
+// counts (algorithm.Effect.Life), whichever is longer: state dropped sooner lets a key
 // through again (a GCRA bucket dropped before it drains admits a second
 // burst). Keeping it longer is harmless. A store that drops state by a
 // clock other than the one that decided (a server's TTL counted from the
@@ -66,13 +66,14 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 )
 
-// KeepSlack is how much longer than max(Outcome.Life, Rule.Retain) a store
+// KeepSlack is how much longer than max(Effect.Life, Rule.Retain) a store
 // that drops state by itself (a TTL, a sweeper) on a clock other than the
 // deciding one keeps it (see the package documentation). The Redis and
 // Valkey stores add it to every TTL they write.
@@ -152,8 +153,10 @@ func ValidateKey(key string) error {
 
 // Outcome is a store's answer, in integers: package ratelimit makes the
 // user's Decision of it (Limit is Rule.MaxCost, Remaining the rest of it
-// after Count). The decision is what package algorithm returns (a store in
-// Go wraps it as it is); Life is for the store, and the Limiter ignores it.
+// after Count). The decision is package algorithm's (a store in Go lets
+// the algorithm write it in place: out.Outcome); the whole fits in the
+// registers a call returns in, so a decision crosses the interface without
+// a copy through memory.
 type Outcome struct {
 	algorithm.Outcome
 	// Fallback is the rule a stand-in decided under, approximately, for a
@@ -164,12 +167,22 @@ type Outcome struct {
 }
 
 // Store keeps the state of every key and decides each request atomically
-// (see the package documentation). Every method returns an Outcome or an
-// error, never both: a store that cannot decide returns an error, and the
-// Limiter's failure mode chooses what to do. A store must not panic (wrap a
-// client's failures in an error), refuses what Request.Validate reports
-// before deciding, and refuses an algorithm it does not support with an
-// error wrapping errors.ErrUnsupported (see Unsupported).
+// (see the package documentation). It is the whole contract: every
+// operation a layer over a store (package guard, package nearcache) must
+// pass on is a method here, so that a layer forwards each of them and no
+// ability is lost behind it, whatever the order of the layers; what a
+// store is rather than does (in process, the node of a key, a feed of
+// changes) is its Info, read once.
+//
+// Take, Peek and Reset every store implements; TakeAll and Refund a store
+// may leave to Unimplemented, embedded, which answers errors.ErrUnsupported
+// (the one way a store says it cannot), and Info the zero Info. Every
+// method returns an Outcome or an error, never both: a store that cannot
+// decide returns an error, and the Limiter's failure mode chooses what to
+// do. A store must not panic (wrap a client's failures in an error),
+// refuses what Request.Validate reports before deciding, and refuses an
+// algorithm it does not support with an error wrapping
+// errors.ErrUnsupported (see Unsupported).
 type Store interface {
 	// Take decides req and records it if admitted (see the package
 	// documentation for the one write a denial makes).
@@ -177,86 +190,89 @@ type Store interface {
 	// Peek decides req as Take would at this moment, and records nothing,
 	// not even the pruning of what has left the window.
 	Peek(ctx context.Context, req Request) (Outcome, error)
-	// Reset forgets the state of key under prefix, for every algorithm:
-	// its full quota is available at once. Resetting an unknown key is not
-	// an error.
-	Reset(ctx context.Context, prefix, key string) error
-}
-
-// MultiStore is an optional ability of a Store: deciding several requests
-// as one atomic step. ratelimit.Multi uses it when every Limiter shares the
-// store.
-type MultiStore interface {
-	Store
-	// TakeAll decides reqs together into outs (as long as reqs): if Take
-	// would admit every one, each is recorded and outs holds the Takes'
-	// outcomes; otherwise nothing is recorded and outs holds what Peek
-	// would say (so denials carry their exact RetryAfter). A layer that
-	// knows a request's denial without asking the store (package
-	// nearcache) may answer it alone: nothing recorded, that request's
-	// outcome, and the others' left zero (At 0: not decided), which
-	// ratelimit.Multi reports as policies it did not ask. Two requests on
-	// the same state (prefix, key and algorithm) are not supported. A
-	// store that cannot decide reqs atomically (on a server, keys on
-	// different shards) either records nothing and returns an error
-	// wrapping errors.ErrUnsupported (the caller then decides them one by
-	// one), or decides them in two steps, as the Redis and Valkey stores
-	// do on a cluster: every shard peeks at its requests, then, if all
-	// would admit, every shard takes its own together. A request that
+	// TakeAll decides reqs together, in one atomic step, into outs (as
+	// long as reqs): if Take would admit every one, each is recorded and
+	// outs holds the Takes' outcomes; otherwise nothing is recorded and
+	// outs holds what Peek would say (so denials carry their exact
+	// RetryAfter). ratelimit.Multi uses it when every Limiter shares the
+	// store. A layer that knows a request's denial without asking the
+	// store (package nearcache) may answer it alone: nothing recorded,
+	// that request's outcome, and the others' left zero (At 0: not
+	// decided), which ratelimit.Multi reports as policies it did not ask.
+	// Two requests on the same state (prefix, key and algorithm) are not
+	// supported. A store that cannot decide reqs atomically (on a server,
+	// keys on different shards) either records nothing and returns an
+	// error wrapping errors.ErrUnsupported (the caller then decides them
+	// one by one), or decides them in two steps, as the Redis and Valkey
+	// stores do on a cluster: every shard peeks at its requests, then, if
+	// all would admit, every shard takes its own together. A request that
 	// takes a shard's last quota between the steps makes that shard deny:
-	// outs then hold the others' takes (recorded: counted against them,
-	// at most the cost, once per such race) and that shard's denials;
-	// nothing is ever admitted over a limit.
+	// outs then hold the others' takes (recorded: counted against them, at
+	// most the cost, once per such race) and that shard's denials; nothing
+	// is ever admitted over a limit. A call that fails on one shard
+	// returns a ShardError.
 	TakeAll(ctx context.Context, reqs []Request, outs []Outcome) error
-}
-
-// RefundStore is an optional ability of a Store: giving quota back.
-type RefundStore interface {
-	Store
 	// Refund gives back req.Cost of the quota req.Key has in use under
 	// req.Rule, undoing what admissions did (see ratelimit.Limiter.Refund
 	// and package algorithm), and returns what Peek of cost 1 would say
 	// afterwards. A refund of more than the key has in use changes nothing
 	// and is an error wrapping ErrInvalidCost.
 	Refund(ctx context.Context, req Request) (Outcome, error)
+	// Reset forgets the state of key under prefix, for every algorithm:
+	// its full quota is available at once. Resetting an unknown key is not
+	// an error.
+	Reset(ctx context.Context, prefix, key string) error
+	// Info says what the store is. It is read once, when a Limiter or a
+	// layer is made over the store, and must not change.
+	Info() Info
 }
 
-// InProcessStore is an optional ability of a Store: one that decides in
-// process, never waiting on I/O (the memory store), says so, and a Limiter
-// spares its calls the time budget (a timer per call, for nothing).
-type InProcessStore interface {
-	Store
-	// InProcess reports whether every call returns without waiting on I/O.
-	InProcess() bool
+// Info is what a store is, rather than what it does: read once (see
+// Store.Info). The zero Info is a store that waits on I/O, on one node,
+// and tells of no change made elsewhere.
+type Info struct {
+	// InProcess says every call returns without waiting on I/O (the
+	// memory store): a Limiter spares its calls the time budget (a timer
+	// per call, for nothing).
+	InProcess bool
+	// Node, on a store whose keys live on several nodes (a Redis or
+	// Valkey Cluster), names the node that decides key under prefix, as
+	// the store knows the cluster now: equal names, one node; "" when it
+	// cannot tell yet. A layer over the store (package guard) tells one
+	// node's failure from the whole store's with it, so the keys of
+	// healthy nodes stay exact. It must be quick: it is asked on every
+	// call. nil: one node.
+	Node func(prefix, key string) string
+	// Changes, on a store shared between processes, starts listening, in
+	// the background until ctx is done, for the Resets and Refunds made
+	// through a store on the same server, calling changed with each one's
+	// prefix and key, and with two empty strings when some may have been
+	// missed (the channel went down or came back): forget everything
+	// then. hearing reports whether every change is heard now; a layer
+	// that remembers answers (package nearcache) must not rely on what it
+	// remembers while it is not, and forgets a key at once when told.
+	// nil: the store tells of none (no change is made elsewhere that it
+	// could tell of).
+	Changes func(ctx context.Context, changed func(prefix, key string)) (hearing func() bool)
 }
 
-// ShardedStore is an optional ability of a Store whose keys live on several
-// nodes (a Redis or Valkey Cluster): it names the node that decides a key,
-// so that a layer over the store (package guard) tells one node's failure
-// from the whole store's, and the keys of healthy nodes stay exact.
-type ShardedStore interface {
-	Store
-	// Node names the node that decides the state of key under prefix, as
-	// the store knows the cluster now: equal names, one node. It is ""
-	// when the store cannot tell (not a cluster, or the layout is not
-	// known yet). It must be quick: it is asked on every call.
-	Node(prefix, key string) string
+// Unimplemented answers the operations of Store that a store may leave out:
+// TakeAll and Refund with an error wrapping errors.ErrUnsupported (callers
+// then decide several requests one by one, and cannot refund), and Info
+// with the zero Info. Embed it in a store, which then implements Take,
+// Peek and Reset, and whatever else it can, as the conformance kit's
+// example store does.
+type Unimplemented struct{}
+
+// TakeAll implements Store: errors.ErrUnsupported.
+func (Unimplemented) TakeAll(context.Context, []Request, []Outcome) error {
+	return fmt.Errorf("ratelimit/backend: deciding several requests together: %w", errors.ErrUnsupported)
 }
 
-// Invalidator is an optional ability of a store shared between processes:
-// it tells every process of the Resets and Refunds made through any of them,
-// so that a layer that remembers answers (package nearcache) forgets a key
-// at once.
-type Invalidator interface {
-	Store
-	// Invalidations starts listening, in the background until ctx is
-	// done, for the Resets and Refunds made through a store on the same
-	// server, calling changed with each one's prefix and key, and with two
-	// empty strings when some may have been missed (the channel went down
-	// or came back): forget everything then. hearing reports whether the
-	// store hears every change now; a layer must not rely on what it
-	// remembers while it does not. A layer over a store that may not tell
-	// (package guard over any store) returns nil when it does not: no
-	// change is made elsewhere that it could tell of.
-	Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool)
+// Refund implements Store: errors.ErrUnsupported.
+func (Unimplemented) Refund(context.Context, Request) (Outcome, error) {
+	return Outcome{}, fmt.Errorf("ratelimit/backend: refunding: %w", errors.ErrUnsupported)
 }
+
+// Info implements Store: the zero Info.
+func (Unimplemented) Info() Info { return Info{} }

@@ -43,7 +43,7 @@ func Unsupported(store string, alg Algorithm) error {
 // ShardError is the error of a call on the keys of several shards of a
 // store (TakeAll on a cluster) that failed on one shard: the shard that
 // decides Key under Prefix. A layer that keeps the health of each node
-// apart (package guard, over a ShardedStore) charges the failure to that
+// apart (package guard, over a store whose Info names nodes) charges the failure to that
 // node alone, not to the nodes of the call's other keys.
 type ShardError struct {
 	Prefix, Key string

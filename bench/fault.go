@@ -159,9 +159,9 @@ func faultRun(cfg config, name, mode string, progress io.Writer) ([]phaseResult,
 	// healthy says whether key lives on a master that is not faulted, and
 	// whether the store could tell.
 	healthy := func(string) (bool, bool) { return false, false }
-	if sharded, ok := store.(backend.ShardedStore); ok && strings.HasSuffix(name, "-cluster") {
+	if nodeOf := store.Info().Node; nodeOf != nil && strings.HasSuffix(name, "-cluster") {
 		healthy = func(key string) (bool, bool) {
-			node := sharded.Node(prefix, key)
+			node := nodeOf(prefix, key)
 			return node != faulted.Addr, node != ""
 		}
 	}

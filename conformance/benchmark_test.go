@@ -18,6 +18,10 @@ type slowStore struct {
 	calls atomic.Int64
 }
 
+// Info implements backend.Store: a store that waits, not in process as the
+// memory store it wraps is, so that the Limiter gives it a budget.
+func (s *slowStore) Info() backend.Info { return backend.Info{} }
+
 func (s *slowStore) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	if s.calls.Add(1)%10 == 0 {
 		select {

@@ -22,8 +22,9 @@
 // Most scenarios decide at times of the kit's own clock (a Request's Now);
 // those that test the store's own clock use real time with short windows
 // and explicit margins, so the suite also holds on a server that keeps its
-// own time. A store that is also a backend.MultiStore has its TakeAll
-// checked too, and one that drops state by itself (a TTL, a sweeper) shows
+// own time. A store that decides several requests together (its TakeAll
+// is not backend.Unimplemented's) has its TakeAll checked too, one that
+// refunds its Refund, and one that drops state by itself (a TTL, a sweeper) shows
 // the kit with Expire that it keeps what it must. Benchmark measures a
 // store the way this module's backends are measured. The kit uses plain
 // testing only.

@@ -208,7 +208,7 @@ func (c *checker) refund(key string, n int) (ratelimit.Decision, bool) {
 	if !ok {
 		var err error
 		if c.store != nil {
-			_, err = c.store.(backend.RefundStore).Refund(c.ctx, req)
+			_, err = c.store.Refund(c.ctx, req)
 		} else {
 			_, err = c.l.Refund(c.ctx, key, n)
 		}
@@ -216,7 +216,7 @@ func (c *checker) refund(key string, n int) (ratelimit.Decision, bool) {
 		return ratelimit.Decision{}, false
 	}
 	return c.decide(fmt.Sprintf("Refund(%q, %d)", key, n), req, want,
-		func() (backend.Outcome, error) { return c.store.(backend.RefundStore).Refund(c.ctx, req) },
+		func() (backend.Outcome, error) { return c.store.Refund(c.ctx, req) },
 		func() (ratelimit.Decision, error) { return c.l.Refund(c.ctx, key, n) }), true
 }
 
@@ -275,10 +275,10 @@ func (d *decider) Peek(ctx context.Context, req backend.Request) (ratelimit.Deci
 	return decisionOf(out, req.Rule), err
 }
 
-// TakeAll is the store's TakeAll, if it is a MultiStore.
+// TakeAll is the store's TakeAll.
 func (d *decider) TakeAll(ctx context.Context, reqs []backend.Request) ([]ratelimit.Decision, error) {
 	outs := make([]backend.Outcome, len(reqs))
-	if err := d.Store.(backend.MultiStore).TakeAll(ctx, reqs, outs); err != nil {
+	if err := d.Store.TakeAll(ctx, reqs, outs); err != nil {
 		return nil, err
 	}
 	ds := make([]ratelimit.Decision, len(reqs))
@@ -298,4 +298,24 @@ func (d *modelDecider) Take(req backend.Request) ratelimit.Decision {
 
 func (d *modelDecider) Peek(req backend.Request) ratelimit.Decision {
 	return decisionOf(d.m.Peek(req), req.Rule)
+}
+
+// supported reports whether err, a store's answer to a call of an
+// operation, is anything but the one way a store says it has not that
+// operation (an error wrapping errors.ErrUnsupported, as
+// backend.Unimplemented answers).
+func supported(err error) bool { return !errors.Is(err, errors.ErrUnsupported) }
+
+// takesAll reports whether s decides several requests together: a TakeAll
+// of one request on a key of its own under the scenario's prefix.
+func (e *env) takesAll(s backend.Store) bool {
+	req := e.request("takes-all-probe:", "probe", e.policy(1, time.Minute), 1)
+	return supported(s.TakeAll(context.Background(), []backend.Request{req}, make([]backend.Outcome, 1)))
+}
+
+// refunds reports whether s refunds: a refund on a key never taken from,
+// which a store that refunds refuses with ErrInvalidCost.
+func (e *env) refunds(s backend.Store) bool {
+	_, err := s.Refund(context.Background(), e.request("refunds-probe:", "probe", e.policy(1, time.Minute), 1))
+	return supported(err)
 }

@@ -20,8 +20,9 @@ import (
 // expiry, all under one lock (a transaction, in a database). A remote store
 // would do the same in one round trip or one transaction.
 type bytesStore struct {
-	mu   sync.Mutex
-	rows map[row]saved
+	backend.Unimplemented // TakeAll: unsupported (Refund, Take, Peek and Reset are below)
+	mu                    sync.Mutex
+	rows                  map[row]saved
 	// The store's clock is its creation time moved on by the monotonic
 	// clock (a wall clock can step back: a store must never decide a later
 	// request at an earlier time), until the kit's Expire says how far its
@@ -56,9 +57,9 @@ type saved struct {
 
 // state is what the four algorithms' states have in common.
 type state interface {
-	Take(now int64, r algorithm.Rate, n int64) algorithm.Outcome
+	Take(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
 	Peek(now int64, r algorithm.Rate, n int64) algorithm.Outcome
-	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, bool)
+	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect, bool)
 	MarshalBinary() ([]byte, error)
 	UnmarshalBinary([]byte) error
 }
@@ -113,34 +114,36 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 			st, _ = newState(req.Rule.Algorithm())
 		}
 	}
-	var out algorithm.Outcome
+	var out backend.Outcome
+	var e algorithm.Effect
 	switch o {
 	case peek:
-		return backend.Outcome{Outcome: st.Peek(now, req.Rule.Rate(), req.Cost)}, nil
+		out.Outcome = st.Peek(now, req.Rule.Rate(), req.Cost)
+		return out, nil
 	case refund:
-		if out, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
+		if out.Outcome, e, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
 			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: a refund of more than is in use", backend.ErrInvalidCost)
 		}
 	default:
-		out = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future, or prune a log
+		out.Outcome, e = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future, or prune a log
 	}
-	if !out.Changed { // the state saves to the bytes the row holds: no write
-		return backend.Outcome{Outcome: out}, nil
+	if !e.Changed { // the state saves to the bytes the row holds: no write
+		return out, nil
 	}
 	data, err := st.MarshalBinary()
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("bytesStore: %w: %w", backend.ErrStore, err)
 	}
 	expires := old.expires
-	if out.Life > 0 { // written: kept for its life or the retention, whichever is longer
-		keep := time.Duration(max(out.Life, req.Rule.Retain())) * time.Microsecond
+	if e.Life > 0 { // written: kept for its life or the retention, whichever is longer
+		keep := time.Duration(max(e.Life, req.Rule.Retain())) * time.Microsecond
 		if req.Now != 0 { // decided on the caller's clock, dropped by the store's: the slack too
 			keep += backend.KeepSlack
 		}
 		expires = storeNow.Add(keep)
 	}
 	s.rows[k] = saved{data: data, expires: expires}
-	return backend.Outcome{Outcome: out}, nil
+	return out, nil
 }
 
 func (s *bytesStore) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
@@ -237,8 +240,8 @@ func varints(v ...int64) []byte {
 	return b
 }
 
-// A store of your own: implement backend.Store (and, optionally,
-// backend.RefundStore and backend.MultiStore), keep each key's state with the
+// A store of your own: implement backend.Store (embedding
+// backend.Unimplemented for what it leaves out), keep each key's state with the
 // types of package algorithm, saved as bytes, and run conformance.Run from
 // your tests. bytesStore, in this package's tests, is such a store in 150
 // lines: a map behind a lock, as a database's rows and transaction would be.

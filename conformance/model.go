@@ -58,7 +58,7 @@ func stateOf(req backend.Request) state {
 	return state{req.Rule.Prefix(), req.Key, req.Rule.Algorithm()}
 }
 
-// Refund refunds req.Cost as a RefundStore must, reporting false when it
+// Refund refunds req.Cost as a store's Refund must, reporting false when it
 // must be refused.
 func (m *Model) Refund(req backend.Request) (backend.Outcome, bool) {
 	st, n := stateOf(req), req.Cost

@@ -142,13 +142,14 @@ func failureModeAnswers(t *testing.T, e *env) {
 	mustEqual(t, ratelimit.SourceStore, d.Source, "the store's own decisions say so")
 }
 
-// takeAllIsAtomic runs only on a MultiStore: several policies on one key
-// (the case every store must decide atomically: on a server their keys share
-// a hash slot) are admitted together or not at all.
+// takeAllIsAtomic runs only on a store that decides several requests
+// together: several policies on one key (the case every such store must
+// decide atomically: on a server their keys share a hash slot) are
+// admitted together or not at all.
 func takeAllIsAtomic(t *testing.T, e *env) {
 	s := e.newStore(t)
-	if _, ok := s.(backend.MultiStore); !ok {
-		t.Skip("the store is not a backend.MultiStore")
+	if !e.takesAll(s) {
+		t.Skip("the store decides no requests together (its TakeAll is unsupported)")
 	}
 	ms, ctx, model := storeOf(s), context.Background(), modelOf(NewModel())
 	other := ratelimit.SlidingWindow

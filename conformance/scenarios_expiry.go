@@ -10,7 +10,7 @@ import (
 )
 
 // keepsWhatCounts: a store keeps a key's state for as long as it counts
-// (Outcome.Life) and at least the rule's retention, whichever is longer.
+// (Effect.Life) and at least the rule's retention, whichever is longer.
 // The rule's retention here is its window, the least there is, so a store
 // that keeps state for its retention alone drops a GCRA bucket long before
 // it drains (TokenBucket(1, 100ms, 20) takes 2 s) and lets a second burst
@@ -38,7 +38,7 @@ func keepsWhatCounts(t *testing.T, e *env) {
 			req := backend.Request{Rule: rule, Key: "user", Cost: 1, Now: e.clock.Now().UnixMicro()}
 			got, err := s.Take(ctx, req)
 			mustNoError(t, err)
-			mustDecide(t, model.Take(req), got, "%v after %v: the state was dropped while it still counted (keep it for max(Outcome.Life, Rule.Retain) after each write, and backend.KeepSlack more by a TTL)", p, elapsed)
+			mustDecide(t, model.Take(req), got, "%v after %v: the state was dropped while it still counted (keep it for max(Effect.Life, Rule.Retain) after each write, and backend.KeepSlack more by a TTL)", p, elapsed)
 			if !got.Allowed {
 				break
 			}
@@ -97,11 +97,11 @@ func keepsForItsRetention(t *testing.T, e *env) {
 	mustPositive(t, want.Count, "the model counts the history under %v", longer)
 	got, err := s.Peek(ctx, req)
 	mustNoError(t, err)
-	mustDecide(t, want, got, "%v after %v: the state was dropped within the rule's retention of %v (keep it for max(Outcome.Life, Rule.Retain) after each write)", longer, retain/2, retain)
+	mustDecide(t, want, got, "%v after %v: the state was dropped within the rule's retention of %v (keep it for max(Effect.Life, Rule.Retain) after each write)", longer, retain/2, retain)
 }
 
 // keepsTheSlack: a store that drops state by a clock other than the one
-// that decided keeps it backend.KeepSlack longer than max(Outcome.Life,
+// that decided keeps it backend.KeepSlack longer than max(Effect.Life,
 // Rule.Retain), so that the time between a decision and its write, a
 // clock that runs ahead, or a TTL's whole seconds never drop state that
 // counts. The store's expiry clock here moves half of KeepSlack more than
@@ -143,7 +143,7 @@ func keepsTheSlack(t *testing.T, e *env) {
 	mustPositive(t, want.Count, "the model still counts the state at %v", step)
 	got, err := s.Peek(ctx, req)
 	mustNoError(t, err)
-	mustDecide(t, want, got, "%v, %v after its writes, the expiry's clock %v ahead: the state was dropped while it counted (keep it backend.KeepSlack longer than max(Outcome.Life, Rule.Retain), whole seconds rounded up)", p, step, lead)
+	mustDecide(t, want, got, "%v, %v after its writes, the expiry's clock %v ahead: the state was dropped while it counted (keep it backend.KeepSlack longer than max(Effect.Life, Rule.Retain), whole seconds rounded up)", p, step, lead)
 }
 
 // compileRetained is p compiled for a store, its state kept at least

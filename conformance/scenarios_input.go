@@ -114,11 +114,11 @@ func refusesWhatItCannotDecide(t *testing.T, e *env) {
 		mustErrorIs(t, err, b.want, "Take: %s", b.name)
 		_, err = s.Peek(ctx, b.req)
 		mustErrorIs(t, err, b.want, "Peek: %s", b.name)
-		if rs, ok := s.Store.(backend.RefundStore); ok {
-			_, err = rs.Refund(ctx, b.req)
+		if e.refunds(s.Store) {
+			_, err = s.Store.Refund(ctx, b.req)
 			mustErrorIs(t, err, b.want, "Refund: %s", b.name)
 		}
-		if _, ok := s.Store.(backend.MultiStore); ok {
+		if e.takesAll(s.Store) {
 			_, err = s.TakeAll(ctx, []backend.Request{b.req})
 			mustErrorIs(t, err, b.want, "TakeAll: %s", b.name)
 		}
@@ -158,13 +158,9 @@ func refusesUnsupported(t *testing.T, newStore NewStore, supported []backend.Alg
 		mustErrorIs(t, err, errors.ErrUnsupported, "Take under %v", alg)
 		_, err = s.Peek(ctx, req)
 		mustErrorIs(t, err, errors.ErrUnsupported, "Peek under %v", alg)
-		if rs, ok := s.Store.(backend.RefundStore); ok {
-			_, err = rs.Refund(ctx, req)
-			mustErrorIs(t, err, errors.ErrUnsupported, "Refund under %v", alg)
-		}
-		if _, ok := s.Store.(backend.MultiStore); ok {
-			_, err = s.TakeAll(ctx, []backend.Request{req})
-			mustErrorIs(t, err, errors.ErrUnsupported, "TakeAll under %v", alg)
-		}
+		_, err = s.Store.Refund(ctx, req)
+		mustErrorIs(t, err, errors.ErrUnsupported, "Refund under %v", alg)
+		_, err = s.TakeAll(ctx, []backend.Request{req})
+		mustErrorIs(t, err, errors.ErrUnsupported, "TakeAll under %v", alg)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // Scenarios at the edges of what users meet: limits at their bounds, clocks
@@ -165,8 +164,8 @@ func longerWindowKeepsHistory(t *testing.T, e *env) {
 // refunds: a refund gives back what it names, is refused beyond what is in
 // use, and a Multi refund gives back to every policy.
 func refunds(t *testing.T, e *env) {
-	if _, ok := e.newStore(t).(backend.RefundStore); !ok {
-		t.Skip("the store is not a backend.RefundStore")
+	if !e.refunds(e.newStore(t)) {
+		t.Skip("the store does not refund (its Refund is unsupported)")
 	}
 	c := e.checked(5, time.Second)
 	c.allowN("user", 3)

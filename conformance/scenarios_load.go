@@ -105,7 +105,7 @@ const overHint = "over-admitted under concurrency: is the clock read inside the 
 	"not before it (PostgreSQL's now() is the transaction's start), and read again on every retry of a " +
 	"compare-and-swap loop? are the read, the decision and the write one atomic step (SELECT ... FOR UPDATE " +
 	"in one transaction, one script, a CAS that fails when another wrote)? or was state dropped while it " +
-	"still counted (a TTL shorter than max(Outcome.Life, Rule.Retain) plus backend.KeepSlack, or whole " +
+	"still counted (a TTL shorter than max(Effect.Life, Rule.Retain) plus backend.KeepSlack, or whole " +
 	"seconds rounded down)?"
 
 // noOverAdmission hammers one key from 16 goroutines over 4 store instances,
@@ -279,13 +279,9 @@ func storeClockOnce(t *testing.T, e *env, window time.Duration, key string) (tim
 // holding them all passed it, and over-admits here.
 func takeAllUnderLoad(t *testing.T, e *env) {
 	const goroutines, perGoroutine, instances = 16, 20, 4
-	var stores []backend.MultiStore
+	var stores []backend.Store
 	for i := 0; i < instances; i++ {
-		ms, ok := e.newStore(t).(backend.MultiStore)
-		if !ok {
-			t.Skip("the store decides no requests together (no backend.MultiStore)")
-		}
-		stores = append(stores, ms)
+		stores = append(stores, e.newStore(t))
 	}
 	now := start().UnixMicro()
 	seven, err := compileRetained(e.policy(7, time.Hour), time.Hour, e.namespace()+"seven:")
@@ -305,7 +301,7 @@ func takeAllUnderLoad(t *testing.T, e *env) {
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
-		go func(s backend.MultiStore) {
+		go func(s backend.Store) {
 			defer wg.Done()
 			for i := 0; i < perGoroutine; i++ {
 				outs := make([]backend.Outcome, 2)

@@ -178,7 +178,7 @@ func TestFailureModes(t *testing.T) {
 }
 
 // failingStore is a store whose server is gone.
-type failingStore struct{}
+type failingStore struct{ backend.Unimplemented }
 
 var errDown = errors.New("connection refused")
 

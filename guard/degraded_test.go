@@ -27,7 +27,7 @@ func TestDegradedModeNeverPanicsNorHangs(t *testing.T) {
 	for _, alg := range ratelimit.Algorithms() {
 		for _, instances := range []int{2, 3, 4, 6, 11} {
 			t.Run(fmt.Sprintf("%v/%d instances", alg, instances), func(t *testing.T) {
-				primary := &flaky{MultiStore: newMemory(t)}
+				primary := &flaky{Store: newMemory(t)}
 				primary.down.Store(true)
 				fallback, err := memory.New(memory.WithSweepInterval(0), memory.WithShards(1)) // every key on one shard
 				if err != nil {
@@ -114,7 +114,7 @@ func answer(t *testing.T, what string, call func() (ratelimit.Decision, error)) 
 // context.DeadlineExceeded, none answered by the fallback. A caller's own
 // deadline or cancellation still gets the context's error.
 func TestTheFallbackAnswersWhenTheLimitersBudgetRanOut(t *testing.T) {
-	primary := &flaky{MultiStore: newMemory(t)}
+	primary := &flaky{Store: newMemory(t)}
 	primary.down.Store(true)
 	g, err := guard.New(primary, guard.WithFallback(newMemory(t), 2))
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -69,12 +68,8 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 }
 
 func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, cause error) error {
-	local, ok := s.fallback.(backend.MultiStore)
-	if !ok {
-		if s.fallback == nil {
-			return cause
-		}
-		return fmt.Errorf("ratelimit/guard: the fallback cannot decide several requests together: %w", errors.ErrUnsupported)
+	if s.fallback == nil {
+		return cause
 	}
 	shared := make([]backend.Request, len(reqs))
 	for i, req := range reqs {
@@ -83,21 +78,11 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 			return fmt.Errorf("%w (the primary: %w)", err, cause)
 		}
 	}
-	if err := local.TakeAll(context.WithoutCancel(ctx), shared, outs); err != nil {
+	if err := s.fallback.TakeAll(context.WithoutCancel(ctx), shared, outs); err != nil {
 		return fmt.Errorf("ratelimit/guard: the fallback failed: %w (the primary: %w)", err, cause)
 	}
 	for i := range outs {
 		outs[i].Fallback = shared[i].Rule
-	}
-	return nil
-}
-
-// Invalidations implements backend.Invalidator as the primary does (nil
-// when it tells of no change). The changes made through a guard while its
-// primary cannot be reached are the fallback's, local to this instance.
-func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
-	if inv, ok := s.primary.(backend.Invalidator); ok {
-		return inv.Invalidations(ctx, changed)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func FuzzTheLayers(f *testing.F) {
 
 func layers(t *testing.T, ops []byte) {
 	{
-		primary := &flaky{MultiStore: newMemory(t)}
+		primary := &flaky{Store: newMemory(t)}
 		fallback, err := memory.New(memory.WithSweepInterval(0), memory.WithShards(2), memory.WithMaxKeys(8))
 		if err != nil {
 			t.Fatal(err)

@@ -25,9 +25,9 @@
 //     ErrOpen (and backend.ErrStore), and the Limiter's failure mode
 //     answers: fail closed (the error) or fail open (an admission).
 //
-// On a cluster (a primary that is a backend.ShardedStore, as the Redis and
-// Valkey backends are on cluster clients) each node has a breaker of its
-// own: a key goes to the fallback only while the node that owns its slot
+// On a cluster (a primary whose backend.Info names the node of each key, as
+// the Redis and Valkey backends do on cluster clients) each node has a
+// breaker of its own: a key goes to the fallback only while the node that owns its slot
 // fails, and the keys of healthy nodes stay exact. A probe that lands on a
 // healthy node closes nothing of a failing one. Keys whose node the store
 // cannot name share the breaker of the whole store.
@@ -161,12 +161,13 @@ type Store struct {
 	primary  backend.Store
 	fallback backend.Store
 	share    func(limit, burst int64) (int64, int64)
-	// breaker watches the whole primary; on a cluster (a
-	// backend.ShardedStore) it stands for the keys whose node the store
-	// cannot name, and nodes has a breaker for each node it names.
+	// breaker watches the whole primary; on a cluster (node, from the
+	// primary's Info) it stands for the keys whose node the store cannot
+	// name, and nodes has a breaker for each node it names.
 	breaker *breaker
-	sharded backend.ShardedStore
+	node    func(prefix, key string) string
 	nodes   sync.Map // node name → *breaker
+	info    backend.Info
 }
 
 // New returns primary guarded by a breaker, with the options' fallback.
@@ -198,9 +199,20 @@ func New(primary backend.Store, opts ...Option) (*Store, error) {
 		}
 	}
 	s.breaker = &breaker{threshold: int64(c.failures), coolDown: c.coolDown, name: c.name, onChange: c.onStateChange}
-	s.sharded, _ = primary.(backend.ShardedStore)
+	pi := primary.Info()
+	s.node = pi.Node
+	// In process when the primary and the fallback are (a Limiter then
+	// sets no time budget, which an in-process primary could fail only for
+	// want of CPU); the primary's nodes and changes, as the primary's: the
+	// changes made through a guard while its primary cannot be reached are
+	// the fallback's, local to this instance.
+	s.info = backend.Info{InProcess: pi.InProcess && (s.fallback == nil || s.fallback.Info().InProcess), Node: pi.Node, Changes: pi.Changes}
 	return s, nil
 }
+
+// Info implements backend.Store: as the primary's (in process only if the
+// fallback is too).
+func (s *Store) Info() backend.Info { return s.info }
 
 // judge says what err tells of the primary's health.
 func judge(ctx context.Context, err error) outcome {
@@ -221,18 +233,6 @@ func answered(err error) bool {
 		errors.Is(err, errors.ErrUnsupported)
 }
 
-// InProcess implements backend.InProcessStore: a guard is in process when
-// its primary and its fallback are (a Limiter then sets it no time budget,
-// which an in-process primary could only fail for want of CPU).
-func (s *Store) InProcess() bool {
-	return inProcess(s.primary) && (s.fallback == nil || inProcess(s.fallback))
-}
-
-func inProcess(s backend.Store) bool {
-	ip, ok := s.(backend.InProcessStore)
-	return ok && ip.InProcess()
-}
-
 // State is the breaker's state now, the most severe of its breakers' on a
 // cluster (one per node). An open breaker whose cool-down has passed turns
 // half-open on the next call.
@@ -249,10 +249,10 @@ func (s *Store) State() State {
 // a cluster, that node's own, so that one node's failure sends only its
 // keys to the fallback; otherwise the whole store's.
 func (s *Store) breakerFor(prefix, key string) *breaker {
-	if s.sharded == nil {
+	if s.node == nil {
 		return s.breaker
 	}
-	node := s.sharded.Node(prefix, key)
+	node := s.node(prefix, key)
 	if node == "" {
 		return s.breaker
 	}
@@ -274,19 +274,11 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 	return s.decide(ctx, req, backend.Store.Peek)
 }
 
-// Refund implements backend.RefundStore: the primary refunds through the
+// Refund implements backend.Store: the primary refunds through the
 // breaker, or the fallback refunds what it holds while the primary cannot.
 // A store that cannot refund answers errors.ErrUnsupported.
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, refund)
-}
-
-func refund(st backend.Store, ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	rs, ok := st.(backend.RefundStore)
-	if !ok {
-		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %T cannot refund: %w", st, errors.ErrUnsupported)
-	}
-	return rs.Refund(ctx, req)
+	return s.decide(ctx, req, backend.Store.Refund)
 }
 
 type call func(backend.Store, context.Context, backend.Request) (backend.Outcome, error)
@@ -317,10 +309,8 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 	return s.local(ctx, req, do, err)
 }
 
-// TakeAll implements backend.MultiStore when the primary does (else it
-// returns errors.ErrUnsupported while the breaker is closed), and answers
-// from the fallback, atomically if it is a MultiStore, while the primary
-// cannot. On a cluster the requests' keys may live on several nodes: the
+// TakeAll implements backend.Store: the primary's (errors.ErrUnsupported
+// when it cannot), and while the primary cannot answer, the fallback's. On a cluster the requests' keys may live on several nodes: the
 // primary is asked only while the breaker of every one of them lets it,
 // and a failure is charged to the node it failed on when the store says
 // (a backend.ShardError), else to each of them.
@@ -340,19 +330,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		return s.localAll(ctx, reqs, outs, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	bs := s.breakersOf(reqs)
-	primary, ok := s.primary.(backend.MultiStore)
-	if !ok && closed(bs) {
-		return fmt.Errorf("ratelimit/guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
-	}
 	probes, allowed := allowAll(bs)
 	if !allowed {
 		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
-	if !ok {
-		doneAll(bs, probes, excluded, nil) // not a probe after all
-		return fmt.Errorf("ratelimit/guard: the primary cannot decide several requests together: %w", errors.ErrUnsupported)
-	}
-	err := primary.TakeAll(ctx, reqs, outs)
+	err := s.primary.TakeAll(ctx, reqs, outs)
 	o, blamed := judge(ctx, err), (*breaker)(nil)
 	var shard *backend.ShardError
 	if o == failure && errors.As(err, &shard) {
@@ -374,16 +356,6 @@ func (s *Store) breakersOf(reqs []backend.Request) []*breaker {
 		}
 	}
 	return bs
-}
-
-// closed reports whether every one of bs is closed.
-func closed(bs []*breaker) bool {
-	for _, b := range bs {
-		if State(b.state.Load()) != Closed {
-			return false
-		}
-	}
-	return true
 }
 
 // allowAll reports whether each of bs lets a call through, and which let

@@ -48,19 +48,23 @@ func TestConformanceWhileThePrimaryIsHealthy(t *testing.T) {
 // flaky is a primary whose server can be made to go away: while down, every
 // call fails as a network store's does when its server is gone.
 type flaky struct {
-	backend.MultiStore
+	backend.Store
 	down  atomic.Bool
 	calls atomic.Int64
 }
 
 var errGone = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
+// Info implements backend.Store: a server's, not the memory store's it
+// wraps (in process, which a Limiter would give no time budget).
+func (f *flaky) Info() backend.Info { return backend.Info{} }
+
 func (f *flaky) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
 		return backend.Outcome{}, errGone
 	}
-	return f.MultiStore.Take(ctx, req)
+	return f.Store.Take(ctx, req)
 }
 
 func (f *flaky) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
@@ -68,7 +72,7 @@ func (f *flaky) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 	if f.down.Load() {
 		return backend.Outcome{}, errGone
 	}
-	return f.MultiStore.(backend.RefundStore).Refund(ctx, req)
+	return f.Store.Refund(ctx, req)
 }
 
 func (f *flaky) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
@@ -76,7 +80,7 @@ func (f *flaky) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	if f.down.Load() {
 		return errGone
 	}
-	return f.MultiStore.TakeAll(ctx, reqs, outs)
+	return f.Store.TakeAll(ctx, reqs, outs)
 }
 
 // transitions records the breaker's state changes.
@@ -99,7 +103,7 @@ func (tr *transitions) list() []string {
 
 func TestDegradedLocalModeAndRecovery(t *testing.T) {
 	const coolDown = 50 * time.Millisecond
-	primary := &flaky{MultiStore: newMemory(t)}
+	primary := &flaky{Store: newMemory(t)}
 	tr := &transitions{}
 	s, err := guard.New(primary, guard.WithName("redis"), guard.WithFailures(3), guard.WithCoolDown(coolDown),
 		guard.WithFallback(newMemory(t), 4), guard.WithStateObserver(tr.observe))
@@ -153,7 +157,7 @@ func TestDegradedLocalModeAndRecovery(t *testing.T) {
 }
 
 func TestWithoutAFallbackTheLimitersFailureModeAnswers(t *testing.T) {
-	primary := &flaky{MultiStore: newMemory(t)}
+	primary := &flaky{Store: newMemory(t)}
 	primary.down.Store(true)
 	s, err := guard.New(primary, guard.WithFailures(2))
 	require.NoError(t, err)
@@ -177,7 +181,7 @@ func TestWithoutAFallbackTheLimitersFailureModeAnswers(t *testing.T) {
 }
 
 func TestACallerThatLeftIsNotAFailure(t *testing.T) {
-	primary := &flaky{MultiStore: newMemory(t)}
+	primary := &flaky{Store: newMemory(t)}
 	s, err := guard.New(primary, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1))
 	require.NoError(t, err)
 	l, err := ratelimit.New(s, ratelimit.PerMinute(5))
@@ -190,7 +194,7 @@ func TestACallerThatLeftIsNotAFailure(t *testing.T) {
 }
 
 func TestMultiThroughTheGuard(t *testing.T) {
-	primary := &flaky{MultiStore: newMemory(t)}
+	primary := &flaky{Store: newMemory(t)}
 	s, err := guard.New(primary, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1))
 	require.NoError(t, err)
 	perSecond, _ := ratelimit.New(s, ratelimit.PerSecond(2), ratelimit.WithPrefix("s:"))
@@ -234,7 +238,7 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil primary")
 
 	// A local share out of bounds fails the call, and changes nothing.
-	primary := &flaky{MultiStore: m}
+	primary := &flaky{Store: m}
 	primary.down.Store(true)
 	s, err := guard.New(primary, guard.WithFallback(newMemory(t), 1),
 		guard.WithLocalShare(func(limit, burst int64) (int64, int64) { return 0, burst }))
@@ -247,7 +251,7 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 // WithLocalShare sets the limit and burst the fallback decides by, from the
 // rule's.
 func TestTheLocalShareDecidesWhileThePrimaryIsDown(t *testing.T) {
-	primary := &flaky{MultiStore: newMemory(t)}
+	primary := &flaky{Store: newMemory(t)}
 	primary.down.Store(true)
 	s, err := guard.New(primary, guard.WithFailures(1), guard.WithFallback(newMemory(t), 1),
 		guard.WithLocalShare(func(limit, burst int64) (int64, int64) { return limit - 3, burst }))
@@ -267,7 +271,10 @@ func TestTheLocalShareDecidesWhileThePrimaryIsDown(t *testing.T) {
 // stalled is a primary that answers nothing until its call's context is
 // done, then fails as a client whose own timer fired first does: with an
 // error of its own that does not wrap the context's.
-type stalled struct{ backend.MultiStore }
+type stalled struct{ backend.Store }
+
+// Info implements backend.Store: a server's (see flaky.Info).
+func (stalled) Info() backend.Info { return backend.Info{} }
 
 func (stalled) Take(ctx context.Context, _ backend.Request) (backend.Outcome, error) {
 	<-ctx.Done()
@@ -314,13 +321,16 @@ func TestACallersDeadlineIsNotThePrimarysFailure(t *testing.T) {
 // comes after the budget: the guard cannot tell, and its fallback decides
 // that request again.
 type ranThenFailed struct {
-	backend.MultiStore
+	backend.Store
 	n     int64
 	calls atomic.Int64
 }
 
+// Info implements backend.Store: a server's (see flaky.Info).
+func (r *ranThenFailed) Info() backend.Info { return backend.Info{} }
+
 func (r *ranThenFailed) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	out, err := r.MultiStore.Take(ctx, req)
+	out, err := r.Store.Take(ctx, req)
 	if r.calls.Add(1)%r.n == 0 {
 		return backend.Outcome{}, errors.New("read tcp 127.0.0.1:50000->127.0.0.1:6379: i/o timeout")
 	}
@@ -335,7 +345,7 @@ func (r *ranThenFailed) Take(ctx context.Context, req backend.Request) (backend.
 // having come after its budget).
 func TestAFallbackAdmitsAtMostItsSharePastTheLimit(t *testing.T) {
 	const limit, instances = 20, 2
-	primary := &ranThenFailed{MultiStore: newMemory(t), n: 3}
+	primary := &ranThenFailed{Store: newMemory(t), n: 3}
 	g, err := guard.New(primary, guard.WithFailures(1000), guard.WithFallback(newMemory(t), instances))
 	require.NoError(t, err)
 	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))

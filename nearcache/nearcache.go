@@ -17,7 +17,7 @@
 // than the store would, but for what it cannot see: a policy change makes
 // it ask the store (a cached denial is only used under the policy that made
 // it), and Reset and Refund through this Store clear the key. Over a store
-// that tells of changes (a backend.Invalidator: the Redis and Valkey
+// that tells of changes (its backend.Info's Changes: the Redis and Valkey
 // stores, through a channel of the server), a Reset or a Refund made
 // through another instance clears it too, within milliseconds, and the
 // cache answers only while it hears that channel; over another store such a
@@ -34,7 +34,6 @@ package nearcache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync/atomic"
@@ -49,17 +48,15 @@ import (
 const DefaultSize = 10_000
 
 // Store is a backend.Store answering cached denials itself and asking the
-// store it wraps for everything else. Whatever the order of the layers, it
-// keeps the wrapped store's abilities: it is a backend.MultiStore, a
-// RefundStore, an InProcessStore, a ShardedStore and an Invalidator when the
-// wrapped store is (each answering as the contract says a store without it
-// does, otherwise).
+// store it wraps for everything else: every other operation is the wrapped
+// store's, and so is its Info, whatever the order of the layers.
 type Store struct {
 	next   backend.Store
+	info   backend.Info
 	cache  *lru.Cache[slot, denial]
 	hits   atomic.Uint64
 	misses atomic.Uint64
-	// hearing, over a backend.Invalidator, reports whether every Reset
+	// hearing, over a store that tells of changes, reports whether every Reset
 	// and Refund made through any instance is heard now: the cache is
 	// used only then. nil: the store tells of none, and the cache holds
 	// denials for their RetryAfter.
@@ -138,10 +135,10 @@ func New(next backend.Store, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/nearcache: %w: %w", backend.ErrInvalidArgument, err)
 	}
-	s := &Store{next: next, cache: cache, stop: func() {}, seed: maphash.MakeSeed()}
-	if inv, ok := next.(backend.Invalidator); ok {
+	s := &Store{next: next, info: next.Info(), cache: cache, stop: func() {}, seed: maphash.MakeSeed()}
+	if s.info.Changes != nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		if s.hearing = inv.Invalidations(ctx, s.changed); s.hearing != nil {
+		if s.hearing = s.info.Changes(ctx, s.changed); s.hearing != nil {
 			s.stop = cancel
 		} else {
 			cancel()
@@ -278,34 +275,26 @@ func (s *Store) forget(prefix, key string) {
 	}
 }
 
-// Refund implements backend.RefundStore: the key's cached denials go,
-// then the store refunds (errors.ErrUnsupported if it cannot).
+// Refund implements backend.Store: the key's cached denials go, then the
+// store refunds (errors.ErrUnsupported if it cannot).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	if req.Rule != nil {
 		s.forget(req.Rule.Prefix(), req.Key)
 		defer s.forget(req.Rule.Prefix(), req.Key) // as Reset
 	}
-	rs, ok := s.next.(backend.RefundStore)
-	if !ok {
-		return backend.Outcome{}, fmt.Errorf("ratelimit/nearcache: %T cannot refund: %w", s.next, errors.ErrUnsupported)
-	}
-	return rs.Refund(ctx, req)
+	return s.next.Refund(ctx, req)
 }
 
-// TakeAll implements backend.MultiStore (errors.ErrUnsupported if the store
-// is no MultiStore). When a request of cost 1 has a cached denial, the step
+// TakeAll implements backend.Store (errors.ErrUnsupported if the store
+// cannot). When a request of cost 1 has a cached denial, the step
 // is denied here, without the store: nothing is recorded, that request's
 // outcome is the cached denial and the others' are left zero, not decided
-// (see backend.MultiStore), so a flood through ratelimit.Multi (httplimit,
+// (see backend.Store's TakeAll), so a flood through ratelimit.Multi (httplimit,
 // grpclimit, ratelimitd) costs no round trip either. Otherwise the store
 // decides, and its denials of cost 1 are cached as Take's are.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	ms, ok := s.next.(backend.MultiStore)
-	if !ok {
-		return fmt.Errorf("ratelimit/nearcache: %T cannot decide several requests together: %w", s.next, errors.ErrUnsupported)
-	}
 	if len(outs) != len(reqs) || !s.trusted() {
-		return ms.TakeAll(ctx, reqs, outs)
+		return s.next.TakeAll(ctx, reqs, outs)
 	}
 	for i := range reqs {
 		if req := &reqs[i]; req.Cost == 1 && req.Validate() == nil {
@@ -324,7 +313,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		gens[i] = s.generation(reqs[i].Key)
 	}
 	sent := time.Now()
-	err := ms.TakeAll(ctx, reqs, outs)
+	err := s.next.TakeAll(ctx, reqs, outs)
 	if err != nil {
 		return err
 	}
@@ -337,31 +326,10 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	return nil
 }
 
-// Node implements backend.ShardedStore: the store's node of key, or ""
-// when it cannot tell (it is no ShardedStore), so that a guard over the
-// cache keeps a breaker per node as it would over the store.
-func (s *Store) Node(prefix, key string) string {
-	if ss, ok := s.next.(backend.ShardedStore); ok {
-		return ss.Node(prefix, key)
-	}
-	return ""
-}
-
-// Invalidations implements backend.Invalidator: the store's channel of
-// changes, or nil when it tells of none, so that a layer over the cache
-// hears what it would over the store.
-func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
-	if inv, ok := s.next.(backend.Invalidator); ok {
-		return inv.Invalidations(ctx, changed)
-	}
-	return nil
-}
-
-// InProcess implements backend.InProcessStore: as the store is.
-func (s *Store) InProcess() bool {
-	ip, ok := s.next.(backend.InProcessStore)
-	return ok && ip.InProcess()
-}
+// Info implements backend.Store: the store's (in process if it is, its
+// nodes, its changes), so that a layer over the cache (a guard keeping a
+// breaker per node, another cache) sees what it would over the store.
+func (s *Store) Info() backend.Info { return s.info }
 
 // Hits is how many requests the cache answered, and Misses how many of cost
 // 1 it passed to the store, since New.

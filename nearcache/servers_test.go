@@ -119,11 +119,13 @@ func nearCachesHearResets(t *testing.T, addr string, newStore storetest.NewStore
 // connection beside a fast subscription looks like to a near cache.
 type listenApart struct {
 	backend.Store
-	listen backend.Invalidator
+	listen backend.Store
 }
 
-func (s listenApart) Invalidations(ctx context.Context, changed func(prefix, key string)) func() bool {
-	return s.listen.Invalidations(ctx, changed)
+func (s listenApart) Info() backend.Info {
+	info := s.Store.Info()
+	info.Changes = s.listen.Info().Changes
+	return info
 }
 
 // TestNearCacheDropsOvertakenDenials: instance A's denial is still on its way
@@ -141,8 +143,8 @@ func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore storetes
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			gate := testserver.NewGate(t, addr)
-			listen, ok := newStore(t, addr).(backend.Invalidator)
-			require.True(t, ok, "the store tells of changes")
+			listen := newStore(t, addr)
+			require.NotNil(t, listen.Info().Changes, "the store tells of changes")
 			ca, err := nearcache.New(listenApart{newStore(t, gate.Addr), listen})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = ca.Close() })

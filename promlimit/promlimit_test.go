@@ -17,7 +17,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/promlimit"
 )
 
-type brokenStore struct{}
+type brokenStore struct{ backend.Unimplemented }
 
 func (brokenStore) Take(context.Context, backend.Request) (backend.Outcome, error) {
 	return backend.Outcome{}, errors.New("server down")

@@ -8,8 +8,8 @@
 // algorithm's state inline (package algorithm's types) in a slab, found by
 // one hash of the key through an index of the store's own. A sliding log is
 // a sorted slice of timestamps, pruned by binary search; a warm key decides
-// without allocating. The Store is a backend.MultiStore: TakeAll decides
-// any requests together, under the locks of their shards.
+// without allocating. TakeAll decides any requests together, under the
+// locks of their shards.
 //
 // The store is bounded twice: by keys (WithMaxKeys) and by the entries of
 // sliding logs (WithMaxEntries), which hold one entry per admitted request
@@ -43,6 +43,7 @@ import (
 	"time"
 	"unique"
 
+	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -129,15 +130,6 @@ func (s *Store) hash(req *backend.Request) uint64 {
 }
 
 // Take implements backend.Store.
-func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
-	err = s.TakeTo(ctx, &req, &out)
-	return out, err
-}
-
-// TakeTo is Take writing its outcome to out, for a caller on the concrete
-// type that holds one (the Limiter does): the hot path, where the outcome
-// is written once, not copied through the layers. On an error, out is left
-// as it was.
 //
 // A key already held under an O(1) algorithm, on the store's own clock, is
 // decided here (takeHeld): its lock is released by a deferred Unlock, with
@@ -148,15 +140,25 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outc
 // Everything else (a new key, which may evict; a sliding log; a caller's
 // clock, which is the caller's code) is decided under guard, which turns a
 // panic into an error wrapping backend.ErrStore.
-func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.Outcome) error {
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return backend.Outcome{}, err
 	}
 	if r := req.Rule; r == nil || req.Cost < 1 || req.Cost > r.MaxCost() || req.Now != 0 || req.Key == "" || len(req.Key) > backend.MaxKeyLen {
 		if err := req.Validate(); err != nil { // the common request is checked inline, the rest here
-			return err
+			return backend.Outcome{}, err
 		}
 	}
+	var out backend.Outcome
+	if err := s.takeTo(&req, &out.Outcome); err != nil {
+		return backend.Outcome{}, err
+	}
+	return out, nil
+}
+
+// takeTo is Take, its outcome written to out (the algorithm writes it in
+// place), under the lock of req's shard.
+func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
 	h := s.hash(req)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -169,10 +171,7 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 		if req.Now != 0 {
 			now = req.Now
 		}
-		if sh.takeHeld(req, h, now, storeNow, &out.Outcome) {
-			if out.Fallback != nil {
-				out.Fallback = nil
-			}
+		if sh.takeHeld(req, h, now, storeNow, out) {
 			return nil
 		}
 		return s.guard(sh, req, h, storeNow, out)
@@ -180,10 +179,10 @@ func (s *Store) TakeTo(ctx context.Context, req *backend.Request, out *backend.O
 	return s.guard(sh, req, h, 0, out)
 }
 
-// guard is TakeTo's decision on every path but takeHeld's, under sh's lock
+// guard is Take's decision on every path but takeHeld's, under sh's lock
 // (held by the caller), at storeNow on the store's clock (0: read it here):
 // a panic comes back as an error, not into the caller's goroutine.
-func (s *Store) guard(sh *shard, req *backend.Request, h uint64, storeNow int64, out *backend.Outcome) (err error) {
+func (s *Store) guard(sh *shard, req *backend.Request, h uint64, storeNow int64, out *algorithm.Outcome) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicked(r)
@@ -196,10 +195,7 @@ func (s *Store) guard(sh *shard, req *backend.Request, h uint64, storeNow int64,
 	if req.Now != 0 {
 		now = req.Now
 	}
-	if err = sh.take(req, h, now, storeNow, &out.Outcome); err == nil {
-		out.Fallback = nil
-	}
-	return err
+	return sh.take(req, h, now, storeNow, out)
 }
 
 // Peek implements backend.Store.
@@ -207,7 +203,7 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 	return s.decide(ctx, &req, peek)
 }
 
-// Refund implements backend.RefundStore.
+// Refund implements backend.Store.
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.decide(ctx, &req, refund)
 }
@@ -236,13 +232,15 @@ func (s *Store) decideLocked(sh *shard, req *backend.Request, h uint64, o op) (_
 		now = req.Now
 	}
 	var out backend.Outcome
-	err = sh.decide(req, h, now, storeNow, o, &out.Outcome)
-	return out, err
+	if err = sh.decide(req, h, now, storeNow, o, &out.Outcome); err != nil {
+		return backend.Outcome{}, err
+	}
+	return out, nil
 }
 
-// TakeAll implements backend.MultiStore: the shards of every request are
-// locked (in a fixed order), then every request is peeked at and, if all
-// would be admitted, taken.
+// TakeAll implements backend.Store: the shards of every request are locked
+// (in a fixed order), then every request is peeked at and, if all would be
+// admitted, taken.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -344,9 +342,10 @@ func forget[S any](sh *shard, t *table[S], h uint64, key string, scope unique.Ha
 	}
 }
 
-// InProcess implements backend.InProcessStore: a decision waits on nothing
-// but a shard's lock, so a Limiter sets it no time budget.
-func (s *Store) InProcess() bool { return true }
+// Info implements backend.Store: in process (a decision waits on nothing
+// but a shard's lock, so a Limiter sets it no time budget), one node, no
+// change made elsewhere.
+func (s *Store) Info() backend.Info { return backend.Info{InProcess: true} }
 
 // Len is the number of states held: a key used under several prefixes or
 // algorithms counts once for each.

@@ -76,22 +76,22 @@ func (sh *shard) takeHeld(req *backend.Request, h uint64, now, storeNow int64, o
 	case backend.GCRA:
 		if ref, r := sh.gcra.find(h, req.Key, rule.Scope()); r != nil {
 			sh.gcra.used(ref, r)
-			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
-			r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
+			e := r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			return true
 		}
 	case backend.FixedWindow:
 		if ref, r := sh.fixed.find(h, req.Key, rule.Scope()); r != nil {
 			sh.fixed.used(ref, r)
-			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
-			r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
+			e := r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			return true
 		}
 	case backend.SlidingWindowCounter:
 		if ref, r := sh.counter.find(h, req.Key, rule.Scope()); r != nil {
 			sh.counter.used(ref, r)
-			r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
-			r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
+			e := r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			return true
 		}
 	}
@@ -131,12 +131,12 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 		return nil
 	}
 	before := held(&r.st)
-	refunded, ok := st.Refund(now, rule.Rate(), req.Cost)
+	refunded, e, ok := st.Refund(now, rule.Rate(), req.Cost)
 	if !ok {
 		return overRefund(req, st.Peek(now, rule.Rate(), 1).Count)
 	}
 	*out = refunded
-	r.wrote(storeNow, out.Life, rule.Retain(), req.Now)
+	r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 	sh.entries += held(&r.st) - before
 	return nil
 }
@@ -149,8 +149,8 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, 
 		return err
 	}
 	before := held(&r.st)
-	takeTo(&r.st, now, req.Rule.RateOf(), req.Cost, out)
-	r.wrote(storeNow, out.Life, req.Rule.Retain(), req.Now)
+	e := takeTo(&r.st, now, req.Rule.RateOf(), req.Cost, out)
+	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
 		sh.entries += grown
 		if grown > 0 && sh.entries > sh.maxEntries {

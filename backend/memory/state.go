@@ -12,7 +12,7 @@ import (
 // inline in each record.
 type state interface {
 	Peek(now int64, r algorithm.Rate, n int64) algorithm.Outcome
-	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, bool)
+	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect, bool)
 }
 
 // stateOf is the pointer type P of a state S, for the generic tables.
@@ -28,17 +28,18 @@ var empty = [...]state{&algorithm.Log{}, &algorithm.Fixed{}, &algorithm.SlidingC
 // takeTo is st.TakeTo called on its concrete type: a call through the
 // generic tables' dictionary would make escape analysis give up on rate and
 // out, which would then be allocated on every decision.
-func takeTo[S any](st *S, now int64, rate *algorithm.Rate, n int64, out *algorithm.Outcome) {
+func takeTo[S any](st *S, now int64, rate *algorithm.Rate, n int64, out *algorithm.Outcome) algorithm.Effect {
 	switch st := any(st).(type) {
 	case *algorithm.Bucket:
-		st.TakeTo(now, rate, n, out)
+		return st.TakeTo(now, rate, n, out)
 	case *algorithm.Fixed:
-		st.TakeTo(now, rate, n, out)
+		return st.TakeTo(now, rate, n, out)
 	case *algorithm.SlidingCounter:
-		st.TakeTo(now, rate, n, out)
+		return st.TakeTo(now, rate, n, out)
 	case *algorithm.Log:
-		st.TakeTo(now, rate, n, out)
+		return st.TakeTo(now, rate, n, out)
 	}
+	return algorithm.Effect{}
 }
 
 // held is the number of log entries st holds: 0 but for a sliding log.

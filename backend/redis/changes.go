@@ -16,12 +16,12 @@ type subscriber interface {
 	Publish(ctx context.Context, channel string, message any) *goredis.IntCmd
 }
 
-// Invalidations implements backend.Invalidator: a subscription to the
-// channel of changes (PUBLISH reaches every node's subscribers on a
-// cluster), with a heartbeat of its own every half second; it hears every
-// change while the heartbeat comes back (see script.Listener). A client
-// without Subscribe never hears.
-func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
+// changes is Info's Changes: a subscription to the channel of changes
+// (PUBLISH reaches every node's subscribers on a cluster), with a
+// heartbeat of its own every half second; it hears every change while the
+// heartbeat comes back (see script.Listener). A client without Subscribe
+// never hears.
+func (s *Store) changes(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
 	l := script.NewListener(changed)
 	sub, ok := s.c.client.(subscriber)
 	if !ok {

@@ -9,8 +9,8 @@
 // function (after a restart or a FUNCTION FLUSH too), in the same call; on
 // an older server, or one whose ACL forbids the client functions, an
 // EVALSHA, and after NOSCRIPT the script itself (EVAL).
-// Reset is one DEL. The Store is a backend.MultiStore: several policies on
-// one caller's key are decided by one script (EVALSHA).
+// Reset is one DEL. Several policies on one caller's key are decided
+// together by one script (TakeAll, EVALSHA).
 //
 // Keys look like "ratelimit:{user42}:sw" (the log), with the caller's key as
 // the Cluster hash tag, so all the keys of one caller's key are in one slot;
@@ -122,36 +122,43 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 	return s.core.Decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one FCALL (or EVALSHA), then a
-// PUBLISH on the channel of changes (see Invalidations).
+// Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
+// on the channel of changes (see Info).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.core.Decide(ctx, req, script.Refund)
 }
 
-// TakeAll implements backend.MultiStore (see script.Store.TakeAll); a
-// cluster or a ring client decides together only the keys of one hash tag.
+// TakeAll implements backend.Store (see script.Store.TakeAll); a cluster or
+// a ring client decides together only the keys of one hash tag.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	return s.core.TakeAll(ctx, reqs, outs)
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every
-// algorithm, then a PUBLISH on the channel of changes (see Invalidations).
+// algorithm, then a PUBLISH on the channel of changes (see Info).
 func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	return s.core.Reset(ctx, prefix, key)
 }
 
-// Node implements backend.ShardedStore on a cluster client: the address of
-// the master of the key's slot, as the client's layout says (a lookup in
-// its cached layout, no round trip). It is "" for other clients, and while
-// the client does not know the layout: go-redis loads it on the first
-// lookup and waits for it (up to its read timeout per node, whatever the
-// caller's budget), so that first lookup runs in the background and Node
-// never waits on I/O. Once loaded, go-redis keeps a layout (it refreshes
-// it in the background).
-func (s *Store) Node(prefix, key string) string {
-	if s.c.masterFor == nil {
-		return ""
+// Info implements backend.Store. On a cluster client, its Node is the
+// address of the master of the key's slot, as the client's layout says (a
+// lookup in its cached layout, no round trip), "" while the client does
+// not know the layout: go-redis loads it on the first lookup and waits for
+// it (up to its read timeout per node, whatever the caller's budget), so
+// that first lookup runs in the background and Node never waits on I/O.
+// Once loaded, go-redis keeps a layout (it refreshes it in the
+// background). Its Changes are a subscription to the server's channel of
+// changes (see changes).
+func (s *Store) Info() backend.Info {
+	info := backend.Info{Changes: s.changes}
+	if s.c.masterFor != nil {
+		info.Node = s.node
 	}
+	return info
+}
+
+// node is Info's Node on a cluster client.
+func (s *Store) node(prefix, key string) string {
 	if !s.layoutKnown.Load() {
 		if s.layoutLoading.CompareAndSwap(false, true) {
 			go s.loadLayout(script.Tag(key))

@@ -9,14 +9,14 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
-// Invalidations implements backend.Invalidator: a subscription to the
-// channel of changes on a dedicated connection (PUBLISH reaches every
+// changes is Info's Changes: a subscription to the channel of changes on a
+// dedicated connection (PUBLISH reaches every
 // node's subscribers on a cluster), with a heartbeat of its own every half
 // second; it hears every change while the heartbeat comes back (see
 // script.Listener). The connection is dedicated, not Receive's: Receive
 // subscribes again by itself after the connection breaks, and the changes
 // published meanwhile would be missed without a sign.
-func (s *Store) Invalidations(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
+func (s *Store) changes(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
 	l := script.NewListener(changed)
 	go func() {
 		for ctx.Err() == nil {

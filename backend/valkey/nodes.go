@@ -30,11 +30,11 @@ type nodes struct {
 	reading atomic.Bool
 }
 
-// Node implements backend.ShardedStore on a cluster client: the address of
-// the master of the key's slot (valkey-go's slot of its hash tag) as
-// CLUSTER SLOTS said within about a second, read in the background. It is
-// "" for other clients, and until the layout is first read.
-func (s *Store) Node(prefix, key string) string { return s.c.node(key) }
+// node is Info's Node on a cluster client: the address of the master of
+// the key's slot (valkey-go's slot of its hash tag) as CLUSTER SLOTS said
+// within about a second, read in the background; "" until the layout is
+// first read.
+func (s *Store) node(prefix, key string) string { return s.c.node(key) }
 
 func (c *conn) node(key string) string {
 	if c.client.Mode() != vk.ClientModeCluster {

@@ -9,9 +9,8 @@
 // one EVALSHA (valkey-go falls back to EVAL on NOSCRIPT); valkey-go
 // pipelines the commands of concurrent callers on shared connections
 // automatically, which is where this backend gets its throughput under
-// load. Reset is one DEL. The Store is a
-// backend.MultiStore: several policies on one caller's key are decided by
-// one script.
+// load. Reset is one DEL. Several policies on one caller's key are
+// decided together by one script (TakeAll).
 //
 // valkey-go honours the context's deadline, but for one case that the store
 // covers itself (see exec). A call that timed out may still have been decided
@@ -131,22 +130,33 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 	return s.core.Decide(ctx, req, script.Peek)
 }
 
-// Refund implements backend.RefundStore: one FCALL (or EVALSHA), then a
-// PUBLISH on the channel of changes (see Invalidations).
+// Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
+// on the channel of changes (see Info).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.core.Decide(ctx, req, script.Refund)
 }
 
-// TakeAll implements backend.MultiStore (see script.Store.TakeAll); a
-// cluster client decides together only the keys of one hash tag.
+// TakeAll implements backend.Store (see script.Store.TakeAll); a cluster
+// client decides together only the keys of one hash tag.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	return s.core.TakeAll(ctx, reqs, outs)
 }
 
 // Reset implements backend.Store: one DEL of the key's state under every
-// algorithm, then a PUBLISH on the channel of changes (see Invalidations).
+// algorithm, then a PUBLISH on the channel of changes (see Info).
 func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	return s.core.Reset(ctx, prefix, key)
+}
+
+// Info implements backend.Store: on a cluster client, its Node is the
+// master of the key's slot (see node); its Changes are a subscription to
+// the server's channel of changes (see changes).
+func (s *Store) Info() backend.Info {
+	info := backend.Info{Changes: s.changes}
+	if s.c.client.Mode() == vk.ClientModeCluster {
+		info.Node = s.node
+	}
+	return info
 }
 
 // Run implements script.Client: req's FCALL or EVALSHA.

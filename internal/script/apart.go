@@ -31,7 +31,7 @@ import (
 // client does.
 type Runner func(ctx context.Context, reqs []backend.Request, keys []string, op Op, outs []backend.Outcome) error
 
-// TakeAll is backend.MultiStore's TakeAll for a store whose client runs the
+// TakeAll is backend.Store's TakeAll for a store whose client runs the
 // script with run: one script for every request on a single server
 // (anyKeys) or for one hash tag; keys of several tags in two steps
 // (TakeApart) if apart, else refused (ErrApart, wrapping
@@ -61,7 +61,7 @@ func TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome
 type GroupDecider func(ctx context.Context, reqs []backend.Request, op Op, outs []backend.Outcome) error
 
 // TakeApart decides reqs as described above, by the groups of their keys'
-// hash tags, with decide; outs as backend.MultiStore.TakeAll's, but that
+// hash tags, with decide; outs as backend.Store.TakeAll's, but that
 // after a race outs hold the takes of the groups that took and the denials
 // of the one that did not.
 func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, decide GroupDecider) error {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The channel of changes (see backend.Invalidator): a Reset or a Refund is
+// The channel of changes (see backend.Info's Changes): a Reset or a Refund is
 // published on Channel as Change(prefix, key), and every listener publishes
 // a heartbeat of its own every HeartbeatEvery; it hears every change while
 // its own heartbeat comes back within HeartbeatLapse. One channel for every

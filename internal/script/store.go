@@ -141,7 +141,7 @@ func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, e
 	return s.Client.Run(ctx, req, op, false, false)
 }
 
-// TakeAll implements backend.MultiStore: one request by its own script or
+// TakeAll implements backend.Store: one request by its own script or
 // function, as Take but for a denial, which writes nothing (a Multi of one
 // policy: httplimit's, ratelimitd's one descriptor); several by one EVALSHA
 // for every request, whatever their keys, on one server; on a cluster or a

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -30,9 +29,9 @@ import (
 func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 	c := testserver.OwnReplicatedCluster(t, kind, 30*time.Second) // no failover within the stall
 	store := newStore(t, c.Addrs)
-	sharded, ok := store.(backend.ShardedStore)
-	require.True(t, ok, "a store on a cluster client names the node of a key")
-	primary := &watched{ShardedStore: sharded, failed: map[string]int{}}
+	nodeOf := store.Info().Node
+	require.NotNil(t, nodeOf, "a store on a cluster client names the node of a key")
+	primary := &watched{Store: store, failed: map[string]int{}}
 	local, err := memory.New(memory.WithSweepInterval(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = local.Close() })
@@ -57,7 +56,7 @@ func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 		_, err := l.Allow(ctx, key) // connected everywhere, the layout known
 		require.NoError(t, err)
 		node := ""
-		require.Eventually(t, func() bool { node = sharded.Node(pre, key); return node != "" }, 5*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { node = nodeOf(pre, key); return node != "" }, 5*time.Second, 10*time.Millisecond)
 		onStalled[key] = node == stalled
 	}
 	var healthyKeys, stalledKeys []string
@@ -136,7 +135,7 @@ func OneNodeDown(t *testing.T, kind testserver.Kind, newStore NewClusterStore) {
 // watched is a primary store that counts, once watching, the failed Takes
 // of each key: what sends a key to the fallback through its own node.
 type watched struct {
-	backend.ShardedStore
+	backend.Store
 	mu       sync.Mutex
 	watching bool
 	failed   map[string]int // by key
@@ -149,7 +148,7 @@ func (w *watched) watch() {
 }
 
 func (w *watched) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	o, err := w.ShardedStore.Take(ctx, req)
+	o, err := w.Store.Take(ctx, req)
 	if err != nil {
 		w.mu.Lock()
 		if w.watching {
@@ -172,14 +171,4 @@ func (w *watched) failures(onStalled map[string]bool, stalled bool) int {
 		}
 	}
 	return n
-}
-
-// TakeAll is the store's, not counted: its failures on the stalled node
-// are not those of a key's own node.
-func (w *watched) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	ms, ok := w.ShardedStore.(backend.MultiStore)
-	if !ok {
-		return fmt.Errorf("%T cannot decide several requests together: %w", w.ShardedStore, errors.ErrUnsupported)
-	}
-	return ms.TakeAll(ctx, reqs, outs)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -40,15 +39,15 @@ func LaggingReplica(t *testing.T, kind testserver.Kind, plain, acked NewClusterS
 func lagAndFailover(t *testing.T, kind testserver.Kind, newStore NewClusterStore, notReplicated error) (forgot, told int) {
 	c := testserver.OwnReplicatedCluster(t, kind, time.Second, "--cluster-require-full-coverage", "no")
 	store := newStore(t, c.Addrs)
-	sharded, ok := store.(backend.ShardedStore)
-	require.True(t, ok)
+	node := store.Info().Node
+	require.NotNil(t, node, "a store on a cluster client names the node of a key")
 	pre := Prefix()
 	l := Limiter(t, store, ratelimit.NewPolicy(ratelimit.FixedWindow, ratelimit.MaxLimit, ratelimit.MaxWindow), pre, ratelimit.WithTimeout(2*time.Second))
 	ctx := context.Background()
 	key := ""
 	require.Eventually(t, func() bool { // a key on the first master
 		for i := 0; i < 100 && key == ""; i++ {
-			if k := fmt.Sprint("lag-", i); sharded.Node(pre, k) == c.Masters[0].Addr {
+			if k := fmt.Sprint("lag-", i); node(pre, k) == c.Masters[0].Addr {
 				key = k
 			}
 		}
