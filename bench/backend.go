@@ -20,7 +20,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
@@ -262,7 +262,7 @@ func (b *target) bytesPerKey(p ratelimit.Policy, prefix string) (int64, error) {
 		}
 	}
 	var total int64
-	for _, k := range script.StoredKeys(request(prefix, "one", l.Policy())) {
+	for _, k := range lua.StoredKeys(request(prefix, "one", l.Policy())) {
 		n, err := b.admin.MemoryUsage(ctx, k).Result()
 		if err != nil {
 			return 0, fmt.Errorf("MEMORY USAGE %s: %w", k, err)
@@ -283,7 +283,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		return nil, false
 	}
 	ctx := context.Background()
-	sha, err := b.admin.ScriptLoad(ctx, script.For(alg).Text).Result() // the script a Take runs
+	sha, err := b.admin.ScriptLoad(ctx, lua.For(alg).Text).Result() // the script a Take runs
 	if err != nil {
 		fmt.Fprintf(progress, "reference: SCRIPT LOAD: %v\n", err)
 		return nil, false
@@ -294,7 +294,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		clusterArgs = append(clusterArgs, "--cluster")
 	}
 	req := request("bench:ref:", "__rand_int__", ratelimit.NewPolicy(alg, cfg.limit, cfg.window))
-	keys := script.Keys(req)
+	keys := lua.Keys(req)
 	if b.cluster {
 		// redis-benchmark --cluster sends a command to the node of the slot
 		// of "{tag}", which it replaces in every key with one of that node's.
@@ -303,7 +303,7 @@ func (b *target) reference(cfg config, alg ratelimit.Algorithm, ops float64, pro
 		}
 	}
 	args := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
-	args = append(args, script.Args(req, script.Take)...)
+	args = append(args, lua.Args(req, lua.Take)...)
 	pipelines := []int{1}
 	if strings.HasPrefix(b.name, "valkey") {
 		pipelines = append(pipelines, 16)

@@ -10,7 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -25,19 +25,19 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 	ctx := context.Background()
 	for _, alg := range ratelimit.Algorithms() {
 		b.Run(alg.String(), func(b *testing.B) {
-			sc := goredis.NewScript(script.For(alg).Text)
+			sc := goredis.NewScript(lua.For(alg).Text)
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				b.Fatal(err)
 			}
 			// The arguments of a decision under 100 per second, formatted once.
 			policy := ratelimit.NewPolicy(alg, 100, time.Second)
 			var args []any
-			for _, a := range script.Args(request("bare:", "0", policy), script.Take) {
+			for _, a := range lua.Args(request("bare:", "0", policy), lua.Take) {
 				args = append(args, a)
 			}
 			keys := make([][]string, 1000)
 			for i := range keys {
-				keys[i] = script.Keys(request("bare:", strconv.Itoa(i), policy))
+				keys[i] = lua.Keys(request("bare:", strconv.Itoa(i), policy))
 			}
 			var next atomic.Int64
 			b.SetParallelism(32)

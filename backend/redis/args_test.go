@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // The arguments go-redis formats are those of the script's convention.
@@ -28,12 +28,12 @@ func TestArgsAreTheScriptsConvention(t *testing.T) {
 		{Rule: rule(backend.SlidingWindowCounter, 100_000, time.Hour, 0, 2*time.Hour), Key: "k", Cost: 3},
 		{Rule: rule(backend.GCRA, 3, time.Second, 5, time.Second), Key: "k", Cost: 2},
 	} {
-		for _, op := range []script.Op{script.Take, script.Peek, script.Refund} {
+		for _, op := range []lua.Op{lua.Take, lua.Peek, lua.Refund} {
 			var got []string
 			for _, a := range s.c.args.For(req, op) {
 				got = append(got, fmt.Sprint(a))
 			}
-			require.Equal(t, script.Args(req, op), got)
+			require.Equal(t, lua.Args(req, op), got)
 		}
 	}
 }

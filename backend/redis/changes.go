@@ -6,7 +6,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore"
 )
 
 // subscriber is what the channel of changes needs of a client beyond
@@ -19,16 +19,16 @@ type subscriber interface {
 // changes is Info's Changes: a subscription to the channel of changes
 // (PUBLISH reaches every node's subscribers on a cluster), with a
 // heartbeat of its own every half second; it hears every change while the
-// heartbeat comes back (see script.Listener). A client without Subscribe
+// heartbeat comes back (see rediscore.Listener). A client without Subscribe
 // never hears.
 func (s *Store) changes(ctx context.Context, changed func(prefix, key string)) (hearing func() bool) {
-	l := script.NewListener(changed)
+	l := rediscore.NewListener(changed)
 	sub, ok := s.c.client.(subscriber)
 	if !ok {
 		return l.Hearing
 	}
 	go func() {
-		ps := sub.Subscribe(ctx, script.Channel)
+		ps := sub.Subscribe(ctx, rediscore.Channel)
 		stop := context.AfterFunc(ctx, func() { _ = ps.Close() }) // a Receive does not watch ctx
 		defer stop()
 		for ctx.Err() == nil {
@@ -37,7 +37,7 @@ func (s *Store) changes(ctx context.Context, changed func(prefix, key string)) (
 				l.Lost() // go-redis subscribes again on the next Receive
 				select {
 				case <-ctx.Done():
-				case <-time.After(script.HeartbeatEvery / 5):
+				case <-time.After(rediscore.HeartbeatEvery / 5):
 				}
 				continue
 			}
@@ -48,16 +48,16 @@ func (s *Store) changes(ctx context.Context, changed func(prefix, key string)) (
 		_ = ps.Close()
 	}()
 	go l.Run(ctx, func(ctx context.Context, payload string) error {
-		return sub.Publish(ctx, script.Channel, payload).Err()
+		return sub.Publish(ctx, rediscore.Channel, payload).Err()
 	})
 	return l.Hearing
 }
 
-// Publish implements script.Client: a PUBLISH on the channel of changes.
+// Publish implements rediscore.Client: a PUBLISH on the channel of changes.
 func (c *conn) Publish(ctx context.Context, payload string) {
 	if sub, ok := c.client.(subscriber); ok {
 		ctx, cancel := c.capped(ctx)
 		defer cancel()
-		_ = sub.Publish(ctx, script.Channel, payload).Err()
+		_ = sub.Publish(ctx, rediscore.Channel, payload).Err()
 	}
 }

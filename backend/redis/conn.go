@@ -7,10 +7,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
-// conn is script.Client through a go-redis client.
+// conn is rediscore.Client through a go-redis client.
 type conn struct {
 	client Client
 	// honoursContext: the client stops waiting for the server when the
@@ -21,7 +22,7 @@ type conn struct {
 	// args formats the scripts' arguments as go-redis takes them: numbers
 	// boxed once per policy (go-redis formats them), a cost up to 255 boxed
 	// without allocating.
-	args *script.ArgCache[any]
+	args *lua.ArgCache[any]
 	// reload asks a cluster client to re-read the cluster's layout (nil for
 	// other clients); see failed.
 	reload func(context.Context)
@@ -39,11 +40,11 @@ type conn struct {
 	ackTimeout  time.Duration
 }
 
-// Run implements script.Client: req's FCALL or EVALSHA, with its words and
+// Run implements rediscore.Client: req's FCALL or EVALSHA, with its words and
 // keys in one allocation.
-func (c *conn) Run(ctx context.Context, req backend.Request, op script.Op, fcall, acked bool) (reply []int64, err error) {
+func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) (reply []int64, err error) {
 	k := new(call)
-	keys := script.AppendKeys(k.keys[:0], req)
+	keys := lua.AppendKeys(k.keys[:0], req)
 	alg := req.Rule.Algorithm()
 	words := append(k.words[:0], evalsha, shas[alg], len(keys))
 	if fcall {
@@ -61,13 +62,13 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op script.Op, fcall
 	defer cancel()
 	switch {
 	case acked:
-		reply, err = script.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
+		reply, err = rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
 			return c.acked(ctx, &k.cmd, words, req.Key)
 		})
 	case c.honoursContext: // the hot path: no closure
 		reply, err = c.send(ctx, &k.cmd, words)
 	default:
-		reply, err = script.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
+		reply, err = rediscore.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
 			return c.send(ctx, &k.cmd, words)
 		})
 	}
@@ -75,9 +76,9 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op script.Op, fcall
 	return reply, err
 }
 
-// RunAll implements script.Client: the EVALSHA of All.
-func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, acked bool) ([]int64, error) {
-	words := append(make([]any, 0, 3+len(keys)+len(reqs)*script.ArgsPerRequest), evalsha, allSHA, len(keys))
+// RunAll implements rediscore.Client: the EVALSHA of All.
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, acked bool) ([]int64, error) {
+	words := append(make([]any, 0, 3+len(keys)+len(reqs)*lua.ArgsPerRequest), evalsha, allSHA, len(keys))
 	for _, k := range keys {
 		words = append(words, k)
 	}
@@ -85,7 +86,7 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 	cmd := new(goredis.IntSliceCmd)
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
-	reply, err := script.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
+	reply, err := rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
 		if acked {
 			return c.acked(ctx, cmd, words, reqs[0].Key)
 		}
@@ -95,11 +96,11 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 	return reply, err
 }
 
-// Del implements script.Client: one DEL.
+// Del implements rediscore.Client: one DEL.
 func (c *conn) Del(ctx context.Context, keys []string, key string, acked bool) error {
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
-	_, err := script.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) (int64, error) {
+	_, err := rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) (int64, error) {
 		if acked {
 			return 0, c.deleteAcked(ctx, keys, key)
 		}
@@ -143,7 +144,7 @@ func (c *conn) capped(ctx context.Context) (context.Context, context.CancelFunc)
 // (TestAllocationsPerDecision).
 type call struct {
 	cmd   goredis.IntSliceCmd
-	words [3 + 2 + script.MaxArgs]any
+	words [3 + 2 + lua.MaxArgs]any
 	keys  [2]string
 }
 
@@ -153,17 +154,17 @@ var (
 	evalsha, eval any = "evalsha", "eval"
 	shas              = func() (b [4]any) {
 		for alg := range b {
-			b[alg] = script.For(backend.Algorithm(alg)).SHA1
+			b[alg] = lua.For(backend.Algorithm(alg)).SHA1
 		}
 		return b
 	}()
-	allSHA any = script.All.SHA1
+	allSHA any = lua.All.SHA1
 )
 
 // noScript turns words, an EVALSHA the server did not know, into the EVAL
 // of the same script.
 func noScript(words []any) {
-	words[0], words[1] = eval, script.Text(words[1].(string))
+	words[0], words[1] = eval, lua.Text(words[1].(string))
 }
 
 // send sends words, an FCALL or an EVALSHA, as cmd, routed by the first key

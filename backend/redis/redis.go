@@ -52,7 +52,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // Client is what the store needs of a go-redis client; redis.Client,
@@ -69,11 +70,11 @@ type Client interface {
 const name = "ratelimit/redis"
 
 // Store is the Redis backend.Store: the shared Redis-protocol core
-// (script.Store) over go-redis (conn). It holds no state of its own but a
+// (rediscore.Store) over go-redis (conn). It holds no state of its own but a
 // cluster's layout, and does not own the client: close the client when
 // done.
 type Store struct {
-	core script.Store
+	core rediscore.Store
 	c    *conn
 	// layoutKnown says the cluster client has loaded the cluster's layout,
 	// so that its masterFor answers without I/O; layoutLoading, that a
@@ -92,7 +93,7 @@ func New(client Client, opts ...Option) (*Store, error) {
 		client:         client,
 		honoursContext: contextTimeoutEnabled(client),
 		readTimeout:    readTimeout(client),
-		args:           script.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
+		args:           lua.NewArgs(func(n int64) any { return n }, func(s string) any { return s }),
 	}
 	if r, ok := client.(interface{ ReloadState(context.Context) }); ok {
 		c.reload = r.ReloadState
@@ -109,26 +110,26 @@ func New(client Client, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%s: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
 			name, backend.ErrInvalidArgument, c.ackReplicas, c.ackTimeout)
 	}
-	return &Store{c: c, core: script.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: !c.routed}}, nil
+	return &Store{c: c, core: rediscore.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: !c.routed}}, nil
 }
 
 // Take implements backend.Store: one FCALL (or EVALSHA).
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, script.Take)
+	return s.core.Decide(ctx, req, lua.Take)
 }
 
 // Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, script.Peek)
+	return s.core.Decide(ctx, req, lua.Peek)
 }
 
 // Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
 // on the channel of changes (see Info).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, script.Refund)
+	return s.core.Decide(ctx, req, lua.Refund)
 }
 
-// TakeAll implements backend.Store (see script.Store.TakeAll); a cluster or
+// TakeAll implements backend.Store (see rediscore.Store.TakeAll); a cluster or
 // a ring client decides together only the keys of one hash tag.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	return s.core.TakeAll(ctx, reqs, outs)
@@ -161,11 +162,11 @@ func (s *Store) Info() backend.Info {
 func (s *Store) node(prefix, key string) string {
 	if !s.layoutKnown.Load() {
 		if s.layoutLoading.CompareAndSwap(false, true) {
-			go s.loadLayout(script.Tag(key))
+			go s.loadLayout(lua.Tag(key))
 		}
 		return ""
 	}
-	c, err := s.c.masterFor(context.Background(), script.Tag(key))
+	c, err := s.c.masterFor(context.Background(), lua.Tag(key))
 	if err != nil {
 		return ""
 	}

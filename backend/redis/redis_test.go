@@ -17,7 +17,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/storetest"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
@@ -135,17 +135,17 @@ func TestKeysShareOneHashTag(t *testing.T) {
 	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
 		var tags []string
 		for _, prefix := range []string{ratelimit.DefaultPrefix, "", "x{}:", "{p}"} {
-			all := script.AllKeys(prefix, key)
+			all := lua.AllKeys(prefix, key)
 			for _, alg := range ratelimit.Algorithms() {
 				p := ratelimit.NewPolicy(alg, 1, time.Second)
 				rule, err := backend.NewRule(alg, int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
 				require.NoError(t, err)
-				keys := script.Keys(backend.Request{Rule: rule, Key: key, Cost: 1})
+				keys := lua.Keys(backend.Request{Rule: rule, Key: key, Cost: 1})
 				require.Subset(t, all, keys, "Reset deletes every key of the state")
 			}
 			for _, k := range all {
-				require.NotEqual(t, k, script.HashTag(k), "key %q: %q has no hash tag", key, k)
-				tags = append(tags, script.HashTag(k))
+				require.NotEqual(t, k, lua.HashTag(k), "key %q: %q has no hash tag", key, k)
+				tags = append(tags, lua.HashTag(k))
 			}
 		}
 		for _, tag := range tags {
@@ -175,7 +175,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 		}
 		keys := keysOf(t, prefix(t), key, l.Policy())
 		logBytes := c.MemoryUsage(ctx, keys[0]).Val()
-		if limit <= script.ShortLog { // a string of the units' times, no meta
+		if limit <= lua.ShortLog { // a string of the units' times, no meta
 			log, err := c.Get(ctx, keys[0]).Bytes()
 			require.NoError(t, err)
 			require.Len(t, log, 8*limit, "a short log: 8 bytes a unit")
@@ -199,7 +199,7 @@ func TestMemoryOfAFullKey(t *testing.T) {
 		}
 		ttl := c.PTTL(ctx, keys[0]).Val()
 		require.Greater(t, ttl, time.Minute-time.Second, "the TTL covers the window")
-		require.LessOrEqual(t, ttl, time.Minute+time.Duration(script.TTLSlack)*time.Millisecond)
+		require.LessOrEqual(t, ttl, time.Minute+time.Duration(lua.TTLSlack)*time.Millisecond)
 	}
 }
 
@@ -280,14 +280,14 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 	c := client(t)
 	ctx := context.Background()
 	const window = 100 * time.Millisecond
-	for _, limit := range []int{3, script.ShortLog + 1} {
+	for _, limit := range []int{3, lua.ShortLog + 1} {
 		pre := fmt.Sprintf("%s%d:", prefix(t), limit)
 		l, err := ratelimit.New(store(t, c), ratelimit.PerSecond(3), ratelimit.WithPrefix(pre), ratelimit.WithTimeout(10*time.Second))
 		require.NoError(t, err)
 		require.NoError(t, l.SetPolicy(ratelimit.Policy{Limit: limit, Window: window}))
 		req := backend.Request{Rule: ruleOf(t, pre, l.Policy()), Key: "k", Cost: 1}
-		keys := script.StoredKeys(req)
-		require.Len(t, keys, map[bool]int{true: 1, false: 2}[limit <= script.ShortLog])
+		keys := lua.StoredKeys(req)
+		require.Len(t, keys, map[bool]int{true: 1, false: 2}[limit <= lua.ShortLog])
 		for round := 0; round < 3; round++ {
 			for i := 0; i < 3; i++ {
 				_, err := l.Allow(ctx, "k")
@@ -295,7 +295,7 @@ func TestASlidingLogAlwaysHasATTL(t *testing.T) {
 				for _, k := range keys {
 					ttl := c.PTTL(ctx, k).Val()
 					require.Greater(t, ttl, window, "limit %d, round %d, request %d: the TTL of %s covers the window", limit, round, i, k)
-					require.LessOrEqual(t, ttl, time.Second+time.Duration(script.TTLSlack)*time.Millisecond, "round %d: %s", round, k)
+					require.LessOrEqual(t, ttl, time.Second+time.Duration(lua.TTLSlack)*time.Millisecond, "round %d: %s", round, k)
 				}
 			}
 			time.Sleep(window + 50*time.Millisecond) // the log empties at the next request's prune
@@ -312,7 +312,7 @@ func ruleOf(t *testing.T, prefix string, p ratelimit.Policy) *backend.Rule {
 
 // keysOf are the server keys of key's state under prefix and p.
 func keysOf(t *testing.T, prefix, key string, p ratelimit.Policy) []string {
-	return script.Keys(backend.Request{Rule: ruleOf(t, prefix, p), Key: key, Cost: 1})
+	return lua.Keys(backend.Request{Rule: ruleOf(t, prefix, p), Key: key, Cost: 1})
 }
 
 // One stalled master of three sends only its own keys to the fallback.

@@ -8,7 +8,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // Option configures a Store.
@@ -16,7 +17,7 @@ type Option func(*conn)
 
 // ErrNotReplicated is wrapped (with backend.ErrStore) by the error of a write
 // that fewer replicas than WithReplicaAck asks for acknowledged in time.
-var ErrNotReplicated = script.ErrNotReplicated
+var ErrNotReplicated = rediscore.ErrNotReplicated
 
 // WithReplicaAck makes every write (Take, TakeAll, Refund, Reset) wait until
 // replicas replicas hold it, for at most timeout: WAIT goes in the same round
@@ -43,7 +44,7 @@ type pipeliner interface {
 // the store's client.
 func (c *conn) pipelineFor(ctx context.Context, key string) (pipeliner, error) {
 	if c.masterFor != nil {
-		return c.masterFor(ctx, script.Tag(key))
+		return c.masterFor(ctx, lua.Tag(key))
 	}
 	if p, ok := c.client.(pipeliner); ok {
 		return p, nil
@@ -57,7 +58,7 @@ func (c *conn) ackedBy(wait *goredis.Cmd) error {
 	if err != nil {
 		return err
 	}
-	return script.Acked(got, int64(c.ackReplicas), c.ackTimeout)
+	return rediscore.Acked(got, int64(c.ackReplicas), c.ackTimeout)
 }
 
 // deleteAcked deletes keys, the state of key, with WAIT in one pipeline.

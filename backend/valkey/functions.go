@@ -6,32 +6,32 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // Functions: a request's decision is an FCALL of its algorithm's function
-// (script.Library, loaded on the first "Function not found") where the
+// (lua.Library, loaded on the first "Function not found") where the
 // server has functions (Valkey, Redis 7), else the EVALSHA of the same
-// script, with the same keys and arguments (script.Store decides which).
+// script, with the same keys and arguments (rediscore.Store decides which).
 
-// call runs the script lua on keys with args by EVALSHA (valkey-go falls
-// back to EVAL on NOSCRIPT), or, for lua nil, the FCALL of alg's function.
-func (c *conn) call(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
-	if lua == nil {
-		cmd := c.client.B().Fcall().Function(script.Function(backend.Algorithm(alg))).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+// call runs script on keys with args by EVALSHA (valkey-go falls
+// back to EVAL on NOSCRIPT), or, for script nil, the FCALL of alg's function.
+func (c *conn) call(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+	if script == nil {
+		cmd := c.client.B().Fcall().Function(lua.Function(backend.Algorithm(alg))).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 		return c.client.Do(ctx, cmd).AsIntSlice()
 	}
-	return lua.Exec(ctx, c.client, keys, args).AsIntSlice()
+	return script.Exec(ctx, c.client, keys, args).AsIntSlice()
 }
 
-// LoadLibrary implements script.Client: FUNCTION LOAD on the server that
+// LoadLibrary implements rediscore.Client: FUNCTION LOAD on the server that
 // decides req's key: on a cluster, the master of its slot as the store's
 // layout names it, or while the layout is unknown every node (a replica
 // refuses: its master's copy reaches it). A library another instance
 // loaded first is loaded.
 func (c *conn) LoadLibrary(ctx context.Context, req backend.Request) (refused bool, err error) {
-	err = c.loadLibrary(ctx, script.Keys(req)[0])
-	if script.LibraryLoaded(err) {
+	err = c.loadLibrary(ctx, lua.Keys(req)[0])
+	if lua.LibraryLoaded(err) {
 		return false, nil
 	}
 	_, refused = vk.IsValkeyErr(err)
@@ -40,16 +40,16 @@ func (c *conn) LoadLibrary(ctx context.Context, req backend.Request) (refused bo
 
 func (c *conn) loadLibrary(ctx context.Context, key string) error {
 	if c.client.Mode() != vk.ClientModeCluster {
-		return c.client.Do(ctx, c.client.B().FunctionLoad().FunctionCode(script.Library).Build()).Error()
+		return c.client.Do(ctx, c.client.B().FunctionLoad().FunctionCode(lua.Library).Build()).Error()
 	}
 	nodes := c.client.Nodes()
 	if l := c.nodes.layout.Load(); l != nil {
-		if node, ok := nodes[l.addrs[l.master[slot(script.HashTag(key))]]]; ok {
-			return node.Do(ctx, node.B().FunctionLoad().FunctionCode(script.Library).Build()).Error()
+		if node, ok := nodes[l.addrs[l.master[slot(lua.HashTag(key))]]]; ok {
+			return node.Do(ctx, node.B().FunctionLoad().FunctionCode(lua.Library).Build()).Error()
 		}
 	}
 	for _, node := range nodes { // a command is built for each Do: valkey-go recycles it
-		_ = node.Do(ctx, node.B().FunctionLoad().FunctionCode(script.Library).Build()).Error() // the call after it tells
+		_ = node.Do(ctx, node.B().FunctionLoad().FunctionCode(lua.Library).Build()).Error() // the call after it tells
 	}
 	return nil
 }

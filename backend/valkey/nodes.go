@@ -9,7 +9,7 @@ import (
 
 	vk "github.com/valkey-io/valkey-go"
 
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // layout is a cluster's slots as CLUSTER SLOTS last said: the address of
@@ -47,7 +47,7 @@ func (c *conn) node(key string) string {
 	if l == nil {
 		return ""
 	}
-	return l.addrs[l.master[slot(script.Tag(key))]]
+	return l.addrs[l.master[slot(lua.Tag(key))]]
 }
 
 // slot is valkey-go's hash slot of tag.

@@ -7,7 +7,8 @@ import (
 
 	vk "github.com/valkey-io/valkey-go"
 
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // Option configures a Store.
@@ -15,7 +16,7 @@ type Option func(*conn)
 
 // ErrNotReplicated is wrapped (with backend.ErrStore) by the error of a write
 // that fewer replicas than WithReplicaAck asks for acknowledged in time.
-var ErrNotReplicated = script.ErrNotReplicated
+var ErrNotReplicated = rediscore.ErrNotReplicated
 
 // WithReplicaAck makes every write (Take, TakeAll, Refund, Reset) wait until
 // replicas replicas hold it, for at most timeout: WAIT goes in the same round
@@ -33,7 +34,7 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 
 // execAcked runs the script and WAIT in one round trip to the master of
 // key's slot, and requires the replicas' acknowledgement.
-func (c *conn) execAcked(ctx context.Context, lua *script.Lua, keys, args []string, key string) ([]int64, error) {
+func (c *conn) execAcked(ctx context.Context, lua *lua.Lua, keys, args []string, key string) ([]int64, error) {
 	run := func(eval bool) []vk.ValkeyResult {
 		var decide vk.Completed
 		if eval {
@@ -57,7 +58,7 @@ func (c *conn) execAcked(ctx context.Context, lua *script.Lua, keys, args []stri
 // waitFor is WAIT, routed to the node of key's state: it has no key of its
 // own.
 func (c *conn) waitFor(key string) vk.Completed {
-	return c.client.B().Wait().Numreplicas(int64(c.ackReplicas)).Timeout(c.ackTimeout.Milliseconds()).Build().SetSlot(script.Tag(key))
+	return c.client.B().Wait().Numreplicas(int64(c.ackReplicas)).Timeout(c.ackTimeout.Milliseconds()).Build().SetSlot(lua.Tag(key))
 }
 
 // ackedBy requires WAIT's reply to count the replicas asked for.
@@ -66,7 +67,7 @@ func (c *conn) ackedBy(wait vk.ValkeyResult) error {
 	if err != nil {
 		return err
 	}
-	return script.Acked(got, int64(c.ackReplicas), c.ackTimeout)
+	return rediscore.Acked(got, int64(c.ackReplicas), c.ackTimeout)
 }
 
 // deleteAcked deletes keys, the state of key, with WAIT in one round trip.

@@ -30,29 +30,30 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // name begins every error of the store.
 const name = "ratelimit/valkey"
 
 // Store is the Valkey backend.Store: the shared Redis-protocol core
-// (script.Store) over valkey-go (conn). It holds no state of its own but a
+// (rediscore.Store) over valkey-go (conn). It holds no state of its own but a
 // cluster's layout, and does not own the client: close the client when
 // done.
 type Store struct {
-	core script.Store
+	core rediscore.Store
 	c    *conn
 }
 
-// conn is script.Client through a valkey-go client.
+// conn is rediscore.Client through a valkey-go client.
 type conn struct {
 	client vk.Client
 	// ones are the scripts of one request by algorithm, allLua the one of
-	// TakeAll (script.For, script.All).
+	// TakeAll (lua.For, lua.All).
 	ones   [4]*vk.Lua
 	allLua *vk.Lua
-	args   *script.ArgCache[string]
+	args   *lua.ArgCache[string]
 	// lastTimeout is when a call last timed out (Unix ns), 0 for never:
 	// for boundFor after it, calls are bounded by the store (see exec).
 	lastTimeout atomic.Int64
@@ -75,22 +76,22 @@ const boundFor = 10 * time.Second
 // execBounded runs the script on a goroutine of its own, returning when ctx
 // is done. It works on copies of keys and args, so that the healthy path's
 // stay on the stack.
-func (c *conn) execBounded(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+func (c *conn) execBounded(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	keys, args = slices.Clone(keys), slices.Clone(args)
-	return script.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
-		return c.call(ctx, lua, alg, keys, args)
+	return rediscore.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
+		return c.call(ctx, script, alg, keys, args)
 	})
 }
 
-// exec runs the script lua of alg (-1: All; lua nil: alg's function) on
+// exec runs script, of alg (-1: All; script nil: alg's function) on
 // keys with args (see call), bounded by the store after a timeout.
-func (c *conn) exec(ctx context.Context, lua *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+func (c *conn) exec(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	var reply []int64
 	var err error
 	if last := c.lastTimeout.Load(); last == 0 || time.Since(time.Unix(0, last)) >= boundFor {
-		reply, err = c.call(ctx, lua, alg, keys, args) // the healthy path: no closure
+		reply, err = c.call(ctx, script, alg, keys, args) // the healthy path: no closure
 	} else {
-		reply, err = c.execBounded(ctx, lua, alg, keys, args)
+		reply, err = c.execBounded(ctx, script, alg, keys, args)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		c.lastTimeout.Store(time.Now().UnixNano())
@@ -105,9 +106,9 @@ func New(client vk.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%s: %w: nil client", name, backend.ErrInvalidArgument)
 	}
-	c := &conn{client: client, allLua: vk.NewLuaScript(script.All.Text), args: script.NewStringArgs()}
+	c := &conn{client: client, allLua: vk.NewLuaScript(lua.All.Text), args: lua.NewStringArgs()}
 	for alg := range c.ones {
-		c.ones[alg] = vk.NewLuaScript(script.For(backend.Algorithm(alg)).Text)
+		c.ones[alg] = vk.NewLuaScript(lua.For(backend.Algorithm(alg)).Text)
 	}
 	for _, o := range opts {
 		o(c)
@@ -117,26 +118,26 @@ func New(client vk.Client, opts ...Option) (*Store, error) {
 			name, backend.ErrInvalidArgument, c.ackReplicas, c.ackTimeout)
 	}
 	oneServer := client.Mode() != vk.ClientModeCluster
-	return &Store{c: c, core: script.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: oneServer}}, nil
+	return &Store{c: c, core: rediscore.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: oneServer}}, nil
 }
 
 // Take implements backend.Store: one FCALL (or EVALSHA).
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, script.Take)
+	return s.core.Decide(ctx, req, lua.Take)
 }
 
 // Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, script.Peek)
+	return s.core.Decide(ctx, req, lua.Peek)
 }
 
 // Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
 // on the channel of changes (see Info).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, script.Refund)
+	return s.core.Decide(ctx, req, lua.Refund)
 }
 
-// TakeAll implements backend.Store (see script.Store.TakeAll); a cluster
+// TakeAll implements backend.Store (see rediscore.Store.TakeAll); a cluster
 // client decides together only the keys of one hash tag.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	return s.core.TakeAll(ctx, reqs, outs)
@@ -159,30 +160,30 @@ func (s *Store) Info() backend.Info {
 	return info
 }
 
-// Run implements script.Client: req's FCALL or EVALSHA.
-func (c *conn) Run(ctx context.Context, req backend.Request, op script.Op, fcall, acked bool) ([]int64, error) {
+// Run implements rediscore.Client: req's FCALL or EVALSHA.
+func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) ([]int64, error) {
 	alg := req.Rule.Algorithm()
 	if acked {
-		return c.execAcked(ctx, script.For(alg), script.Keys(req), c.args.For(req, op), req.Key)
+		return c.execAcked(ctx, lua.For(alg), lua.Keys(req), c.args.For(req, op), req.Key)
 	}
-	lua := c.ones[alg]
+	script := c.ones[alg]
 	if fcall {
-		lua = nil
+		script = nil
 	}
-	return c.exec(ctx, lua, int(alg), script.Keys(req), c.args.For(req, op))
+	return c.exec(ctx, script, int(alg), lua.Keys(req), c.args.For(req, op))
 }
 
-// RunAll implements script.Client: the EVALSHA of All.
-func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op script.Op, acked bool) ([]int64, error) {
+// RunAll implements rediscore.Client: the EVALSHA of All.
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, acked bool) ([]int64, error) {
 	if acked {
-		return c.execAcked(ctx, script.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
+		return c.execAcked(ctx, lua.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
 	}
 	return c.exec(ctx, c.allLua, -1, keys, c.args.ForAllOp(reqs, op))
 }
 
-// Del implements script.Client: one DEL.
+// Del implements rediscore.Client: one DEL.
 func (c *conn) Del(ctx context.Context, keys []string, key string, acked bool) error {
-	_, err := script.Bounded(ctx, name, c.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
+	_, err := rediscore.Bounded(ctx, name, c.lastTimeout.Load() == 0, func(ctx context.Context) (struct{}, error) {
 		if acked {
 			return struct{}{}, c.deleteAcked(ctx, keys, key)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 )
 
@@ -57,17 +57,17 @@ func callRows(rateSHA string) []callRow {
 		}
 		words := func(head []any, i int) []any {
 			req := backend.Request{Rule: rule, Key: strconv.Itoa(i), Cost: 1}
-			keys := script.Keys(req)
+			keys := lua.Keys(req)
 			w := append(head, len(keys))
 			for _, k := range keys {
 				w = append(w, k)
 			}
-			for _, a := range script.Args(req, script.Take) {
+			for _, a := range lua.Args(req, lua.Take) {
 				w = append(w, a)
 			}
 			return w
 		}
-		sha, fn := script.For(alg).SHA1, script.Function(alg)
+		sha, fn := lua.For(alg).SHA1, lua.Function(alg)
 		rows = append(rows,
 			callRow{name: "ratelimit " + alg.String() + " EVALSHA", cmd: "evalsha", words: func(i int) []any { return words([]any{"evalsha", sha}, i) }},
 			callRow{name: "ratelimit " + alg.String() + " FCALL", cmd: "fcall", words: func(i int) []any { return words([]any{"fcall", fn}, i) }})
@@ -82,12 +82,12 @@ func runCalls(ctx context.Context, c *goredis.Client, rateText string, rounds in
 	if err != nil {
 		return err
 	}
-	for _, l := range script.Scripts() {
+	for _, l := range lua.Scripts() {
 		if err := c.ScriptLoad(ctx, l.Text).Err(); err != nil {
 			return err
 		}
 	}
-	if err := c.FunctionLoad(ctx, script.Library).Err(); !script.LibraryLoaded(err) {
+	if err := c.FunctionLoad(ctx, lua.Library).Err(); !lua.LibraryLoaded(err) {
 		return fmt.Errorf("FUNCTION LOAD: %w", err)
 	}
 	rows := callRows(rateSHA)

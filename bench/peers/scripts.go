@@ -19,7 +19,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // The scripts' own cost (-scripts): each script's text runs loopRuns times
@@ -97,12 +97,12 @@ func loopScripts(rateText string) []loopScript {
 			panic(err) // a constant policy
 		}
 		req := backend.Request{Rule: rule, Key: loopKey, Cost: 1}
-		top, body := script.FunctionParts(alg)
+		top, body := lua.FunctionParts(alg)
 		ls = append(ls,
-			loopScript{name: "ratelimit " + alg.String() + " (EVALSHA)", text: script.For(alg).Text,
-				keys: script.Keys(req), args: script.Args(req, script.Take)},
+			loopScript{name: "ratelimit " + alg.String() + " (EVALSHA)", text: lua.For(alg).Text,
+				keys: lua.Keys(req), args: lua.Args(req, lua.Take)},
 			loopScript{name: "ratelimit " + alg.String() + " (FCALL)", top: top, text: body,
-				keys: script.Keys(req), args: script.Args(req, script.Take)})
+				keys: lua.Keys(req), args: lua.Args(req, lua.Take)})
 	}
 	return ls
 }

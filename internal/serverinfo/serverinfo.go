@@ -11,7 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // CommandCalls reads INFO commandstats: the calls of each command since the
@@ -109,7 +109,7 @@ var notDecisions = func() map[string]bool {
 		"info":     true, // the report's own
 		"function": true, // FUNCTION LOAD: once per server
 	}
-	for _, call := range scriptCall.FindAllStringSubmatch(script.All.Text, -1) {
+	for _, call := range scriptCall.FindAllStringSubmatch(lua.All.Text, -1) {
 		m[strings.ToLower(call[1])] = true
 	}
 	// A script's DEL heals a corrupt key, which the bench's fresh keys never

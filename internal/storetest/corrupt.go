@@ -17,7 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -102,7 +102,7 @@ func corruptions(req backend.Request, rng *rand.Rand) []corruption {
 		// set of the longer form's, to be moved
 		for _, m := range []string{"99:nan", "98:-5", "97:1e9", "96:0.5", "95:"} {
 			add("member "+m, func(ctx context.Context, c *goredis.Client, keys []string) error {
-				if req.Rule.Limit() <= script.ShortLog {
+				if req.Rule.Limit() <= lua.ShortLog {
 					if err := c.Del(ctx, keys[0]).Err(); err != nil {
 						return err
 					}
@@ -110,7 +110,7 @@ func corruptions(req backend.Request, rng *rand.Rand) []corruption {
 				return c.ZAdd(ctx, keys[0], goredis.Z{Score: float64(req.Now), Member: m}).Err()
 			})
 		}
-		if req.Rule.Limit() <= script.ShortLog {
+		if req.Rule.Limit() <= lua.ShortLog {
 			packed(0, []int{8, 8}) // the two units of the log
 			wrongType(0, true)
 			return out
@@ -163,7 +163,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 	pre := Prefix()
 	now := time.Now().UnixMicro()
 	cases := 0
-	policies := []ratelimit.Policy{ratelimit.PerHour(script.ShortLog + 1)} // a sliding log's longer form
+	policies := []ratelimit.Policy{ratelimit.PerHour(lua.ShortLog + 1)} // a sliding log's longer form
 	for _, alg := range ratelimit.Algorithms() {
 		policies = append(policies, ratelimit.NewPolicy(alg, 5, time.Hour))
 		if alg == ratelimit.GCRA {
@@ -179,13 +179,13 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 			req := backend.Request{Rule: rule, Key: fmt.Sprintf("%v:%d", alg, i), Cost: 1, Now: now}
 			what := fmt.Sprintf("%v, %s (seed %d)", alg, bad.name, seed)
 			for j := 0; j < 2; j++ { // state of ours first
-				out, err := evalScript(ctx, c, req, script.Take)
+				out, err := evalScript(ctx, c, req, lua.Take)
 				require.NoError(t, err, what)
 				require.True(t, out.Allowed, what)
 			}
-			keys := script.Keys(req)
+			keys := lua.Keys(req)
 			require.NoError(t, bad.do(ctx, c, keys), what)
-			for _, op := range []script.Op{script.Peek, script.Refund} {
+			for _, op := range []lua.Op{lua.Peek, lua.Refund} {
 				_, err := evalScript(ctx, c, req, op)
 				if err != nil {
 					require.ErrorIs(t, err, backend.ErrInvalidCost, "%s: %v answers or refuses the refund", what, op)
@@ -193,7 +193,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 			}
 			admitted := 0
 			for j := 0; j < max(3*limit, limit+10); j++ {
-				out, err := evalScript(ctx, c, req, script.Take)
+				out, err := evalScript(ctx, c, req, lua.Take)
 				require.NoError(t, err, "%s: take %d", what, j)
 				if out.Allowed {
 					admitted++
@@ -218,12 +218,12 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 	t.Helper()
 	alg := rule.Algorithm()
 	key := keys[0] // the packed state; a long sliding log's is its meta
-	if alg == backend.SlidingWindow && rule.Limit() > script.ShortLog {
+	if alg == backend.SlidingWindow && rule.Limit() > lua.ShortLog {
 		key = keys[1]
 	}
 	b, err := c.Get(ctx, key).Bytes()
 	require.NoError(t, err, what)
-	if alg == backend.SlidingWindow && rule.Limit() <= script.ShortLog { // times, in order
+	if alg == backend.SlidingWindow && rule.Limit() <= lua.ShortLog { // times, in order
 		require.Zero(t, len(b)%8, "%s: healed, yet holds %d bytes", what, len(b))
 		last := 0.0
 		for at := 0; at < len(b); at += 8 {
@@ -248,19 +248,20 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 
 // evalScript decides req with op through the request's own script, as the
 // stores do.
-func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op script.Op) (backend.Outcome, error) {
-	reply, err := eval(ctx, c, script.For(req.Rule.Algorithm()), script.Keys(req), toAny(script.Args(req, op))).Int64Slice()
+func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op lua.Op) (backend.Outcome, error) {
+	reply, err := eval(ctx, c, lua.For(req.Rule.Algorithm()), lua.Keys(req), toAny(lua.Args(req, op))).Int64Slice()
 	if err != nil {
 		return backend.Outcome{}, err
 	}
-	return script.Outcome(reply)
+	return lua.Outcome(reply)
 }
 
-// eval runs lua by EVALSHA, or EVAL when the server does not have it yet.
-func eval(ctx context.Context, c *goredis.Client, lua *script.Lua, keys []string, args []any) *goredis.Cmd {
-	cmd := c.EvalSha(ctx, lua.SHA1, keys, args...)
+// eval runs script by EVALSHA, or EVAL when the server does not have it
+// yet.
+func eval(ctx context.Context, c *goredis.Client, script *lua.Lua, keys []string, args []any) *goredis.Cmd {
+	cmd := c.EvalSha(ctx, script.SHA1, keys, args...)
 	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = c.Eval(ctx, lua.Text, keys, args...)
+		cmd = c.Eval(ctx, script.Text, keys, args...)
 	}
 	return cmd
 }

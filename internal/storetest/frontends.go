@@ -205,7 +205,7 @@ func TakeAllAsMemory(t *testing.T, kind testserver.Kind, newStore NewStore) {
 // MultiApart: three policies on keys of three hash tags of a cluster (as
 // per-IP, per-token and per-tenant limits are), through Multi. Each group
 // is one script, the groups sent at once: a peek, then a take if every one
-// would admit (script.TakeApart). Each decision is observed once, none a
+// would admit (rediscore.TakeApart). Each decision is observed once, none a
 // peek, and a denial reports the quota every policy holds. Under 16
 // concurrent callers nothing is admitted over any limit. Keys apart took
 // Multi's one-by-one path: 2N round trips one after another, each peek

@@ -209,7 +209,7 @@ func rangeCalls(ctx context.Context, t *testing.T, a *goredis.Client) int64 {
 }
 
 // A peek, or a refund that is refused, under a rule of the other form (a
-// limit changed across script.ShortLog) changed the key to that form and
+// limit changed across lua.ShortLog) changed the key to that form and
 // dropped the entries outside the window at its time; a request timed
 // earlier then found them gone (350 units in 1 ms at a limit of 300).
 func looksChangeNothing(t *testing.T, addr string, newStore NewStore) {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -108,7 +108,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	t.Logf("seed %d", seed)
-	allArgs := script.NewStringArgs()
+	allArgs := lua.NewStringArgs()
 
 	policies := []ratelimit.Policy{
 		ratelimit.PerSecond(10),
@@ -155,20 +155,20 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		if rng.IntN(20) == 0 {
 			req.Now = 0 // the server's clock
 		}
-		op := script.Op(rng.IntN(3))
+		op := lua.Op(rng.IntN(3))
 		require.NoError(t, req.Validate(), "the fuzz makes only requests a store accepts")
-		keys := script.Keys(req)
+		keys := lua.Keys(req)
 		if rng.IntN(15) == 0 { // state written by hand (CorruptState), where the key has some
 			cs := corruptions(req, rng)
 			_ = cs[rng.IntN(len(cs))].do(ctx, c, keys)
 		}
-		args := script.Args(req, op)
+		args := lua.Args(req, op)
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		lua := script.For(req.Rule.Algorithm()) // a request's own script, and 1 in 4 the one of TakeAll
+		script := lua.For(req.Rule.Algorithm()) // a request's own script, and 1 in 4 the one of TakeAll
 		if rng.IntN(4) == 0 {
-			lua, args = script.All, allArgs.ForAllOp([]backend.Request{req}, op)
+			script, args = lua.All, allArgs.ForAllOp([]backend.Request{req}, op)
 		}
-		err := eval(callCtx, c, lua, keys, toAny(args)).Err()
+		err := eval(callCtx, c, script, keys, toAny(args)).Err()
 		cancel()
 		if err != nil {
 			requireAnswers(t, srv.Addr)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -61,7 +61,7 @@ func PrefixesOnACluster(t *testing.T, store backend.Store) {
 				require.Equal(t, min(i, 2), d.Count, "prefix %q, %v", prefix, alg)
 			}
 			for _, k := range keysOf(t, prefix, "user", l.Policy()) {
-				require.Equal(t, "user", script.HashTag(k), "prefix %q: the caller's key is the hash tag of %q", prefix, k)
+				require.Equal(t, "user", lua.HashTag(k), "prefix %q: the caller's key is the hash tag of %q", prefix, k)
 			}
 		}
 	}
@@ -225,7 +225,7 @@ func second[T any](_ T, err error) error { return err }
 func flood(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	a := Admin(t, addr)
-	for _, p := range []ratelimit.Policy{ratelimit.PerHour(50), ratelimit.PerHour(script.ShortLog + 72), ratelimit.NewPolicy(ratelimit.FixedWindow, 50, time.Hour)} {
+	for _, p := range []ratelimit.Policy{ratelimit.PerHour(50), ratelimit.PerHour(lua.ShortLog + 72), ratelimit.NewPolicy(ratelimit.FixedWindow, 50, time.Hour)} {
 		pre, limit := Prefix(), p.Limit
 		l := Limiter(t, newStore(t, addr), p, pre)
 		for i := 0; i < 2000; i++ {
@@ -321,12 +321,12 @@ func ruleOf(t testing.TB, prefix string, p ratelimit.Policy, retain time.Duratio
 
 // keysOf are the server keys of key's state under prefix and p.
 func keysOf(t testing.TB, prefix, key string, p ratelimit.Policy) []string {
-	return script.Keys(backend.Request{Rule: ruleOf(t, prefix, p, p.Window), Key: key, Cost: 1})
+	return lua.Keys(backend.Request{Rule: ruleOf(t, prefix, p, p.Window), Key: key, Cost: 1})
 }
 
 // storedKeysOf are the keys of keysOf that hold the state once it has some.
 func storedKeysOf(t testing.TB, prefix, key string, p ratelimit.Policy) []string {
-	return script.StoredKeys(backend.Request{Rule: ruleOf(t, prefix, p, p.Window), Key: key, Cost: 1})
+	return lua.StoredKeys(backend.Request{Rule: ruleOf(t, prefix, p, p.Window), Key: key, Cost: 1})
 }
 
 // logEntries is how many entries (units, in a short log) the sliding log
@@ -334,7 +334,7 @@ func storedKeysOf(t testing.TB, prefix, key string, p ratelimit.Policy) []string
 // ZCARD (script/keys.go).
 func logEntries(t testing.TB, a *goredis.Client, keys []string, limit int) int64 {
 	ctx := context.Background()
-	if limit <= script.ShortLog {
+	if limit <= lua.ShortLog {
 		n, err := a.StrLen(ctx, keys[0]).Result()
 		require.NoError(t, err)
 		require.Zero(t, n%8, "a short log holds whole units")

@@ -1,4 +1,4 @@
-package script
+package rediscore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // A cluster decides in one script only the keys of one hash tag. TakeApart
@@ -29,7 +30,7 @@ import (
 // Runner runs the script of several requests on keys (in the script's
 // order, KeysAll) with op (Take: TakeAll; Peek) into outs: what a store's
 // client does.
-type Runner func(ctx context.Context, reqs []backend.Request, keys []string, op Op, outs []backend.Outcome) error
+type Runner func(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error
 
 // TakeAll is backend.Store's TakeAll for a store whose client runs the
 // script with run: one script for every request on a single server
@@ -43,7 +44,7 @@ func TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome
 	keys, err := KeysAll(reqs, anyKeys)
 	switch {
 	case errors.Is(err, ErrApart) && apart:
-		return WithContext(ctx, TakeApart(ctx, reqs, outs, func(ctx context.Context, group []backend.Request, op Op, gouts []backend.Outcome) error {
+		return WithContext(ctx, TakeApart(ctx, reqs, outs, func(ctx context.Context, group []backend.Request, op lua.Op, gouts []backend.Outcome) error {
 			keys, err := KeysAll(group, false)
 			if err != nil {
 				return err
@@ -53,12 +54,12 @@ func TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome
 	case err != nil:
 		return err
 	}
-	return WithContext(ctx, run(ctx, reqs, keys, Take, outs))
+	return WithContext(ctx, run(ctx, reqs, keys, lua.Take, outs))
 }
 
 // GroupDecider decides the requests of one group (one hash tag) in one
 // script with op (Take: TakeAll; Peek), into outs.
-type GroupDecider func(ctx context.Context, reqs []backend.Request, op Op, outs []backend.Outcome) error
+type GroupDecider func(ctx context.Context, reqs []backend.Request, op lua.Op, outs []backend.Outcome) error
 
 // TakeApart decides reqs as described above, by the groups of their keys'
 // hash tags, with decide; outs as backend.Store.TakeAll's, but that
@@ -68,14 +69,14 @@ func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 	groups := map[string][]int{}
 	var order []string
 	for i, req := range reqs {
-		tag := Tag(req.Key)
+		tag := lua.Tag(req.Key)
 		if _, ok := groups[tag]; !ok {
 			order = append(order, tag)
 		}
 		groups[tag] = append(groups[tag], i)
 	}
 	all := true
-	if err := eachGroup(ctx, reqs, outs, groups, order, Peek, decide); err != nil {
+	if err := eachGroup(ctx, reqs, outs, groups, order, lua.Peek, decide); err != nil {
 		return err
 	}
 	for i := range outs {
@@ -84,7 +85,7 @@ func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 	if !all {
 		return nil
 	}
-	return eachGroup(ctx, reqs, outs, groups, order, Take, decide)
+	return eachGroup(ctx, reqs, outs, groups, order, lua.Take, decide)
 }
 
 // maxParallel bounds the groups decided at once: a request may carry many
@@ -95,7 +96,7 @@ const maxParallel = 64
 // eachGroup runs decide on every group, up to maxParallel at once, with op,
 // and gathers the outcomes into outs; the first error, if any, as a
 // backend.ShardError naming a key of the group that failed.
-func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, groups map[string][]int, order []string, op Op, decide GroupDecider) error {
+func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, groups map[string][]int, order []string, op lua.Op, decide GroupDecider) error {
 	errs := make([]error, len(order))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -120,7 +121,7 @@ func eachGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 
 // decideGroup decides the requests of reqs at idx, writing their outcomes
 // into outs. A panic of the client, in this goroutine, is an error.
-func decideGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, idx []int, op Op, decide GroupDecider) (err error) {
+func decideGroup(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, idx []int, op lua.Op, decide GroupDecider) (err error) {
 	defer Recover("ratelimit", &err)
 	greqs, gouts := make([]backend.Request, len(idx)), make([]backend.Outcome, len(idx))
 	for j, i := range idx {
@@ -165,7 +166,7 @@ func KeysAll(reqs []backend.Request, anyKeys bool) ([]string, error) {
 				return nil, fmt.Errorf("two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
 			}
 		}
-		keys = AppendKeys(keys, req)
+		keys = lua.AppendKeys(keys, req)
 	}
 	if apart && !anyKeys {
 		return nil, fmt.Errorf("%w: keys %q and others", ErrApart, reqs[0].Key)

@@ -1,4 +1,4 @@
-package script
+package rediscore
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // A panic of the client comes back as an error wrapping ErrStore.
@@ -79,8 +80,8 @@ func (timerLate) Value(any) any               { return nil }
 // Tag is what a cluster hashes for every server key of a caller's key.
 func TestTagIsTheHashTagOfEveryKey(t *testing.T) {
 	for _, key := range []string{"user42", "{user42}", "}x", "a{b}c", "%7B", "{", "}", "a}b{c"} {
-		for _, k := range AllKeys("p{x}:", key) {
-			require.Equal(t, HashTag(k), Tag(key), "key %q, server key %q", key, k)
+		for _, k := range lua.AllKeys("p{x}:", key) {
+			require.Equal(t, lua.HashTag(k), lua.Tag(key), "key %q, server key %q", key, k)
 		}
 	}
 }
@@ -97,7 +98,7 @@ func TestTakeApartBoundsTheGroupsInFlight(t *testing.T) {
 	}
 	var inFlight, most atomic.Int64
 	var mu sync.Mutex
-	decide := func(_ context.Context, group []backend.Request, op Op, outs []backend.Outcome) error {
+	decide := func(_ context.Context, group []backend.Request, op lua.Op, outs []backend.Outcome) error {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		mu.Lock()

@@ -14,7 +14,7 @@
 -- A body sees ka, kb (its keys), op, now, cost, retain, p1, p2, p3 (the
 -- policy), own_clock, quiet and pending, and returns its answer's table.
 
--- The bounds package backend states (script.go writes them in for BOUNDS):
+-- The bounds package backend states (lua.go writes them in for BOUNDS):
 -- the latest time (µs), the largest count, GCRA level and unit, and the
 -- largest sliding log; the TTL slack (ms); and the largest skew (µs).
 local max_time, max_count, max_level, max_unit, max_log, slack, max_skew = BOUNDS

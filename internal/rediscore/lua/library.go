@@ -1,4 +1,4 @@
-package script
+package lua
 
 import (
 	"crypto/sha1"

@@ -1,4 +1,4 @@
-package script_test
+package rediscore_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
-	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/internal/testserver"
 )
 
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { testserver.Main(m) }
 // previous one writes, and write what it reads. testdata/releases holds,
 // for every tagged release, its scripts byte for byte (a folder named by
 // the tag, one file per algorithm: sliding.lua, fixed.lua, counter.lua,
-// gcra.lua, as script.For(alg).Text was), and the test below runs each
+// gcra.lua, as lua.For(alg).Text was), and the test below runs each
 // beside this release's store. No release has been tagged yet: the folder
 // is empty, and the first tag arms the harness by adding its folder. A
 // release whose arguments differ from this one's says here how to make its
@@ -107,11 +107,11 @@ func old(t *testing.T, client *goredis.Client, text string, keysOf func(backend.
 	sha, err := client.ScriptLoad(context.Background(), text).Result()
 	require.NoError(t, err)
 	return func(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-		reply, err := client.EvalSha(ctx, sha, keysOf(req), toAny(script.Args(req, script.Take))...).Int64Slice()
+		reply, err := client.EvalSha(ctx, sha, keysOf(req), toAny(lua.Args(req, lua.Take))...).Int64Slice()
 		if err != nil {
 			return backend.Outcome{}, err
 		}
-		return script.Outcome(reply)
+		return lua.Outcome(reply)
 	}
 }
 
@@ -217,7 +217,7 @@ func beside(t *testing.T, c *goredis.Client, kept []release) {
 	for _, r := range kept {
 		for _, p := range layoutPolicies {
 			t.Run(r.tag+"/"+p.alg.String(), func(t *testing.T) {
-				prev := old(t, c, r.scripts[algFiles[p.alg]], script.Keys)
+				prev := old(t, c, r.scripts[algFiles[p.alg]], lua.Keys)
 				exact(t, mixed(t, prev, store(c), p.alg, p.limit, p.burst), p.limit, p.burst)
 			})
 		}
@@ -232,7 +232,7 @@ func TestAKeptReleaseIsRun(t *testing.T) {
 	rel := filepath.Join(dir, "v0.0.0-this")
 	require.NoError(t, os.Mkdir(rel, 0o755))
 	for _, p := range layoutPolicies {
-		require.NoError(t, os.WriteFile(filepath.Join(rel, algFiles[p.alg]), []byte(script.For(p.alg).Text), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(rel, algFiles[p.alg]), []byte(lua.For(p.alg).Text), 0o644))
 	}
 	kept, err := releases(dir)
 	require.NoError(t, err)
@@ -253,7 +253,7 @@ func TestAKeptReleaseIsRun(t *testing.T) {
 func TestAnIncompatibleLayoutIsCaught(t *testing.T) {
 	c := client(t)
 	renamed := func(req backend.Request) []string {
-		keys := script.Keys(req)
+		keys := lua.Keys(req)
 		for i := range keys {
 			keys[i] += ":v2"
 		}
@@ -261,21 +261,21 @@ func TestAnIncompatibleLayoutIsCaught(t *testing.T) {
 	}
 	for _, p := range layoutPolicies {
 		t.Run(p.alg.String(), func(t *testing.T) {
-			got := mixed(t, old(t, c, script.For(p.alg).Text, renamed), store(c), p.alg, p.limit, p.burst)
+			got := mixed(t, old(t, c, lua.For(p.alg).Text, renamed), store(c), p.alg, p.limit, p.burst)
 			assert.True(t, over(got, p.limit, p.burst), "some key admitted over its limit: %v", got)
 		})
 	}
 	// The same keys, a state read differently.
-	text := script.For(backend.FixedWindow).Text
+	text := lua.For(backend.FixedWindow).Text
 	require.Equal(t, 3, strings.Count(text, "'<dd'"), "the fixed window's unpack and its two packs")
 	other := strings.ReplaceAll(text, "'<dd'", "'>dd'")
-	got := mixed(t, old(t, c, other, script.Keys), store(c), backend.FixedWindow, 5, 0)
+	got := mixed(t, old(t, c, other, lua.Keys), store(c), backend.FixedWindow, 5, 0)
 	assert.True(t, over(got, 5, 0), "some key admitted over its limit: %v", got)
 }
 
 // The scripts say which layout they keep, as keys.go's Layout does.
 func TestTheScriptsCarryTheLayoutVersion(t *testing.T) {
-	for _, l := range script.Scripts() {
-		assert.True(t, strings.HasPrefix(l.Text, fmt.Sprintf("-- ratelimit scripts, key layout %d ", script.Layout)), l.SHA1)
+	for _, l := range lua.Scripts() {
+		assert.True(t, strings.HasPrefix(l.Text, fmt.Sprintf("-- ratelimit scripts, key layout %d ", lua.Layout)), l.SHA1)
 	}
 }

@@ -1,20 +1,14 @@
-// Package script is the Redis-protocol core shared by the Redis and Valkey
-// backends, which are each a Client of it over their client library. One
-// job per file:
+// Package lua is what a Redis-protocol store runs on the server and how it
+// speaks to it, shared by the Redis and Valkey backends (package rediscore
+// is the store's flow over a client). One job per file:
 //
 //   - lua.go: the Lua scripts that make each decision (one file per
 //     algorithm; a request runs its algorithm's script alone, For, several
 //     together all of them, All); library.go: the same as a function
 //     library (FCALL);
 //   - keys.go: the key layout (docs/keys.md describes it);
-//   - args.go and reply.go: the scripts' arguments and replies;
-//   - store.go: the store's flow whatever the client (Store, Client);
-//   - apart.go: several requests on keys of several shards (TakeAll);
-//   - changes.go: the channel of changes a near cache listens to;
-//   - replicas.go: the replicas' acknowledgement (WAIT);
-//   - call.go: guards on a client's call (context, panic, a client that
-//     does not watch its context).
-package script
+//   - args.go and reply.go: the scripts' arguments and replies.
+package lua
 
 import (
 	"crypto/sha1"

@@ -1,4 +1,14 @@
-package script
+// Package rediscore is the Redis-protocol store's flow, shared by the Redis
+// and Valkey backends, which are each a Client of it over their client
+// library; package lua is what it runs on the server. One job per file:
+//
+//   - store.go: the store's flow whatever the client (Store, Client);
+//   - apart.go: several requests on keys of several shards (TakeAll);
+//   - changes.go: the channel of changes a near cache listens to;
+//   - replicas.go: the replicas' acknowledgement (WAIT);
+//   - call.go: guards on a client's call (context, panic, a client that
+//     does not watch its context).
+package rediscore
 
 import (
 	"context"
@@ -7,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // Client is what a Redis-protocol store does through its client library:
@@ -17,10 +28,10 @@ type Client interface {
 	// Run runs req's script for op: the FCALL of its algorithm's function
 	// when fcall, else its EVALSHA (and EVAL after NOSCRIPT); with acked,
 	// the EVALSHA and WAIT in one round trip to the master of req's key.
-	Run(ctx context.Context, req backend.Request, op Op, fcall, acked bool) ([]int64, error)
+	Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) ([]int64, error)
 	// RunAll runs All for reqs on keys (KeysAll) for op by EVALSHA; with
 	// acked, with WAIT on the master of reqs[0]'s key.
-	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op Op, acked bool) ([]int64, error)
+	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, acked bool) ([]int64, error)
 	// LoadLibrary loads Library on the server that decides req's key. A
 	// library already there is loaded; refused says the server answered
 	// with a refusal, as opposed to not answering.
@@ -88,19 +99,19 @@ func (s *Store) accepted() {
 
 // Decide makes req's decision for op: one FCALL (or EVALSHA), then, for a
 // Refund, the news of the change.
-func (s *Store) Decide(ctx context.Context, req backend.Request, op Op) (out backend.Outcome, err error) {
+func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out backend.Outcome, err error) {
 	defer Recover(s.Name, &err)
 	if err := req.Validate(); err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	reply, err := s.run(ctx, req, op)
 	if err == nil {
-		out, err = Outcome(reply)
+		out, err = lua.Outcome(reply)
 	}
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
 	}
-	if op == Refund {
+	if op == lua.Refund {
 		s.changed(ctx, req.Rule.Prefix(), req.Key)
 	}
 	return out, nil
@@ -110,14 +121,14 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op Op) (out bac
 // may have functions, loading the library where req's key is decided when
 // it does not have it yet; else, and for a write the replicas acknowledge,
 // as EVALSHA.
-func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, error) {
-	acked := s.Acked && op != Peek
+func (s *Store) run(ctx context.Context, req backend.Request, op lua.Op) ([]int64, error) {
+	acked := s.Acked && op != lua.Peek
 	if acked || s.scripted() {
 		return s.Client.Run(ctx, req, op, false, acked)
 	}
 	reply, err := s.Client.Run(ctx, req, op, true, false)
 	refused := false
-	if FunctionMissing(err) {
+	if lua.FunctionMissing(err) {
 		var lerr error
 		refused, lerr = s.Client.LoadLibrary(ctx, req)
 		switch {
@@ -127,7 +138,7 @@ func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, e
 			return nil, lerr
 		}
 	}
-	if !refused && !NoFunctions(err) && !FunctionMissing(err) {
+	if !refused && !lua.NoFunctions(err) && !lua.FunctionMissing(err) {
 		if err == nil {
 			s.accepted()
 		}
@@ -152,7 +163,7 @@ func (s *Store) run(ctx context.Context, req backend.Request, op Op) ([]int64, e
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
 	defer Recover(s.Name, &err)
 	if len(reqs) == 1 && len(outs) == 1 {
-		outs[0], err = s.Decide(ctx, reqs[0], TakeQuiet)
+		outs[0], err = s.Decide(ctx, reqs[0], lua.TakeQuiet)
 		return err
 	}
 	if err := TakeAll(ctx, reqs, outs, s.OneServer, !s.Acked, s.all); err != nil {
@@ -162,19 +173,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 }
 
 // all runs All for reqs on keys, with op, into outs.
-func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op Op, outs []backend.Outcome) error {
-	reply, err := s.Client.RunAll(ctx, reqs, keys, op, s.Acked && op != Peek)
+func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {
+	reply, err := s.Client.RunAll(ctx, reqs, keys, op, s.Acked && op != lua.Peek)
 	if err != nil {
 		return err
 	}
-	return Outcomes(reply, outs)
+	return lua.Outcomes(reply, outs)
 }
 
 // Reset deletes key's state under every algorithm in one DEL, then tells
 // of the change.
 func (s *Store) Reset(ctx context.Context, prefix, key string) (err error) {
 	defer Recover(s.Name, &err)
-	if err := s.Client.Del(ctx, AllKeys(prefix, key), key, s.Acked); err != nil {
+	if err := s.Client.Del(ctx, lua.AllKeys(prefix, key), key, s.Acked); err != nil {
 		return fmt.Errorf("%s: %w", s.Name, err)
 	}
 	s.changed(ctx, prefix, key)

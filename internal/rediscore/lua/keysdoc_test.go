@@ -1,4 +1,4 @@
-package script
+package lua
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // docs/keys.md is where users read the key layout: it must name every key
 // the stores write, and the layout's version.
 func TestTheKeyLayoutDocIsTheCodes(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/keys.md")
+	doc, err := os.ReadFile("../../../docs/keys.md")
 	require.NoError(t, err)
 	text := string(doc)
 	for _, k := range AllKeys("P", "K") {

@@ -1,5 +1,5 @@
 -- One request: the script of Take, Peek and Refund under one algorithm,
--- whose file follows this one (script.go), so that the server runs no more
+-- whose file follows this one (lua.go), so that the server runs no more
 -- text than that algorithm's per call.
 -- KEYS  the state's key (the log and its meta for a sliding log: keys.go)
 -- ARGV  op ('take' | 'peek' | 'refund' | 'quiet': a take whose denial

@@ -7,7 +7,7 @@
 -- ARGV  8 per request: algorithm ('sw' | 'fw' | 'swc' | 'gcra'), then
 --       one.lua's ARGV, the policy's third number '' but for GCRA
 -- Returns 5 integers per request, as one.lua's reply
--- (the algorithms' functions come first: script.go.)
+-- (the algorithms' functions come first: lua.go.)
 quiet = true
 local server_now -- read once: every request of one step is decided at one time
 
