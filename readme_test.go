@@ -28,11 +28,20 @@ func TestTheREADMEsProgramsBuild(t *testing.T) {
 	require.GreaterOrEqual(t, len(blocks), 3, "a program per backend")
 	root, err := os.Getwd()
 	require.NoError(t, err)
-	sum, err := os.ReadFile("go.sum")
-	require.NoError(t, err)
+	var sum []byte
+	for _, m := range []string{".", "backend/redis", "backend/valkey"} {
+		b, err := os.ReadFile(filepath.Join(m, "go.sum"))
+		require.NoError(t, err)
+		sum = append(sum, b...)
+	}
 	for i, b := range blocks {
 		dir := t.TempDir()
 		mod := "module readme\n\ngo 1.23\n\nrequire github.com/ratelimit-go/ratelimit v0.0.0\n\nreplace github.com/ratelimit-go/ratelimit => " + root + "\n"
+		for _, m := range []string{"redis", "valkey"} {
+			if strings.Contains(b[1], "backend/"+m) {
+				mod += "\nrequire github.com/ratelimit-go/ratelimit/backend/" + m + " v0.0.0\n\nreplace github.com/ratelimit-go/ratelimit/backend/" + m + " => " + filepath.Join(root, "backend", m) + "\n"
+			}
+		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(b[1]), 0o644))
@@ -123,4 +132,34 @@ func TestTheInstallRecipeWorksWithoutAProxy(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, lines, 2, "a replace and a tidy")
 	run("build", "./...")
+}
+
+// A program on the memory store alone holds no Redis or Valkey client in
+// its module graph: the stores on servers are modules of their own, and
+// the library's own tests against servers live in servertest (the graph
+// once held 17 modules, both clients among them).
+func TestAMemoryProgramsGraphHoldsNoClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	root, err := os.Getwd()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	mod := "module memoryonly\n\ngo 1.23\n\nrequire github.com/ratelimit-go/ratelimit v0.0.0\n\nreplace github.com/ratelimit-go/ratelimit => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644))
+	sum, err := os.ReadFile("go.sum")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	program := "package main\n\nimport (\n\t\"github.com/ratelimit-go/ratelimit\"\n\t\"github.com/ratelimit-go/ratelimit/backend/memory\"\n)\n\n" +
+		"func main() {\n\ts, _ := memory.New()\n\t_, _ = ratelimit.New(s, ratelimit.PerMinute(1))\n}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
+	cmd := exec.Command("go", "list", "-m", "all")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	t.Logf("%d modules in the graph:\n%s", len(strings.Split(strings.TrimSpace(string(out)), "\n")), out)
+	for _, client := range []string{"github.com/redis/go-redis", "github.com/valkey-io/valkey-go"} {
+		require.NotContains(t, string(out), client)
+	}
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
 	"github.com/ratelimit-go/ratelimit/nearcache"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 )
 
 // target is a store under test, with what the report measures on its server.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/conformance"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 )
 
 // admission is one admitted request: its key and the time it was decided at

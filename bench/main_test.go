@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 func TestOverAdmissionsCountsWindowsOverTheLimit(t *testing.T) {

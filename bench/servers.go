@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // servers are the throwaway servers (and clusters) this run started, one

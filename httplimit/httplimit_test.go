@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -14,13 +13,11 @@ import (
 	"time"
 
 	"github.com/dunglas/httpsfv"
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
-	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 )
 
@@ -185,48 +182,6 @@ func TestSeveralRulesAndACustomDenial(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, get(t, srv.URL).StatusCode, "no token: no key")
 	long := strings.Repeat("t", ratelimit.MaxKeyLen+1)
 	require.Equal(t, http.StatusBadRequest, get(t, srv.URL, "X-Api-Token", long).StatusCode, "a token too long to be a key is the client's fault")
-}
-
-// A store that really fails: a Redis client of a port where nothing listens.
-func deadStore(t *testing.T) backend.Store {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := redis.New(c)
-	require.NoError(t, err)
-	return s
-}
-
-func TestFailsClosedOrOpenAsTheLimiterSays(t *testing.T) {
-	for _, open := range []bool{false, true} {
-		var observed, handled error
-		obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { observed = e.Err })
-		opts := []ratelimit.Option{ratelimit.WithObserver(obs)}
-		if open {
-			opts = append(opts, ratelimit.WithFailOpen())
-		}
-		l := limiter(t, deadStore(t), ratelimit.PerMinute(3), opts...)
-		m, err := httplimit.New([]httplimit.Rule{{Limiter: l, Key: httplimit.RemoteIP()}},
-			httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
-				handled = err
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}))
-		require.NoError(t, err)
-		resp := get(t, serve(t, m).URL)
-		if open {
-			require.Equal(t, http.StatusOK, resp.StatusCode, "fail open serves the request")
-			require.Empty(t, resp.Header.Get("RateLimit"), "with no quota to report")
-			require.Empty(t, resp.Header.Get("X-RateLimit-Remaining"))
-			require.NoError(t, handled, "a failure mode's admission is an answer, not an error to handle")
-		} else {
-			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "fail closed refuses it")
-			require.ErrorIs(t, handled, ratelimit.ErrStore, "the error handler saw the error")
-		}
-		require.ErrorIs(t, observed, ratelimit.ErrStore, "open=%v: the observer saw the error", open)
-	}
 }
 
 func TestRemoteIPTrustsOnlyConfiguredProxies(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 )
 
 // The scripts as real calls (-scripts, after the loop): each row sends

@@ -7,6 +7,9 @@ replace github.com/ratelimit-go/ratelimit => ../..
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/backend/redis v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/backend/valkey v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/servertest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.18.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/sony/gobreaker/v2 v2.4.0
@@ -27,3 +30,9 @@ require (
 	golang.org/x/sys v0.31.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/ratelimit-go/ratelimit/backend/redis => ../../backend/redis
+
+replace github.com/ratelimit-go/ratelimit/backend/valkey => ../../backend/valkey
+
+replace github.com/ratelimit-go/ratelimit/servertest => ../../servertest

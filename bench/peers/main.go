@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // A scenario is a load: its limit per window on every key, how each key is

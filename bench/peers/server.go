@@ -5,7 +5,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 )
 
 // serverClock measures the server's time over a run: CONFIG RESETSTAT at

@@ -6,6 +6,9 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.36.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/backend/redis v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/backend/valkey v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/servertest v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.10.0
 	golang.org/x/net v0.42.0
 	google.golang.org/grpc v1.75.1
@@ -46,3 +49,9 @@ require (
 replace github.com/ratelimit-go/ratelimit => ../..
 
 replace github.com/ratelimit-go/ratelimit/promlimit => ../../promlimit
+
+replace github.com/ratelimit-go/ratelimit/backend/redis => ../../backend/redis
+
+replace github.com/ratelimit-go/ratelimit/backend/valkey => ../../backend/valkey
+
+replace github.com/ratelimit-go/ratelimit/servertest => ../../servertest

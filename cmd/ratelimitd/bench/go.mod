@@ -5,7 +5,7 @@ go 1.25.6
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.32.4
 	github.com/envoyproxy/ratelimit v1.4.1-0.20260122083618-3fb702589d36
-	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit/servertest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.18.0
 	google.golang.org/grpc v1.74.2
 )
@@ -45,6 +45,7 @@ require (
 	github.com/prometheus/common v0.48.0 // indirect
 	github.com/prometheus/procfs v0.12.0 // indirect
 	github.com/prometheus/statsd_exporter v0.26.1 // indirect
+	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/tilinna/clock v1.0.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
@@ -69,3 +70,9 @@ require (
 
 // The repository's root: this module uses its test servers.
 replace github.com/ratelimit-go/ratelimit => ../../..
+
+replace github.com/ratelimit-go/ratelimit/servertest => ../../../servertest
+
+replace github.com/ratelimit-go/ratelimit/backend/redis => ../../../backend/redis
+
+replace github.com/ratelimit-go/ratelimit/backend/valkey => ../../../backend/valkey

@@ -29,8 +29,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 func main() {

@@ -15,8 +15,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
-	"github.com/ratelimit-go/ratelimit/internal/storetest"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/storetest"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // The servers' tests stop servers on purpose; storetest.Main silences the

@@ -18,9 +18,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/httplimit"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // FrontEnds runs the checks that the layers work through every front end,

@@ -17,8 +17,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
-	"github.com/ratelimit-go/ratelimit/internal/storetest"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/storetest"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -150,13 +150,6 @@ func TestReliability(t *testing.T) {
 	})
 }
 
-// One stalled master of three sends only its own keys to the fallback.
-func TestOneNodeDownStaysThatNodes(t *testing.T) {
-	storetest.OneNodeDown(t, testserver.Valkey, func(t *testing.T, addrs []string) backend.Store {
-		return store(t, clusterClient(t, addrs...))
-	})
-}
-
 // A failover with a lagging replica forgets the admissions it did not get,
 // but none that a store built WithReplicaAck told its caller of.
 func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
@@ -165,20 +158,6 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 		func(t *testing.T, addrs []string) backend.Store {
 			return store(t, clusterClient(t, addrs...), valkey.WithReplicaAck(1, 500*time.Millisecond))
 		}, valkey.ErrNotReplicated)
-}
-
-// The layers work through every front end: a near cache behind Multi and
-// httplimit, several keys in one script.
-func TestFrontEnds(t *testing.T) {
-	storetest.FrontEnds(t, testserver.Valkey, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
-}
-
-// Several policies on keys of several hash tags of a cluster, through
-// Multi: a script per tag, sent at once, each decision observed once.
-func TestMultiApartOnACluster(t *testing.T) {
-	storetest.MultiApart(t, testserver.GetCluster(t, testserver.ValkeyCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
-		return store(t, clusterClient(t, addrs...))
-	})
 }
 
 // A server with functions runs each decision as one FCALL; one without, as

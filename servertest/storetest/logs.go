@@ -15,8 +15,8 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/conformance"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // Logs checks what a sliding log does when its keys part, hold what no

@@ -12,9 +12,9 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/serverinfo"
-	"github.com/ratelimit-go/ratelimit/internal/storetest"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
+	"github.com/ratelimit-go/ratelimit/servertest/storetest"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // What a decision costs: the commands it sends, FCALL or EVALSHA, and its

@@ -13,13 +13,12 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
-	"github.com/ratelimit-go/ratelimit/internal/storetest"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/storetest"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -315,13 +314,6 @@ func keysOf(t *testing.T, prefix, key string, p ratelimit.Policy) []string {
 	return lua.Keys(backend.Request{Rule: ruleOf(t, prefix, p), Key: key, Cost: 1})
 }
 
-// One stalled master of three sends only its own keys to the fallback.
-func TestOneNodeDownStaysThatNodes(t *testing.T) {
-	storetest.OneNodeDown(t, testserver.Redis, func(t *testing.T, addrs []string) backend.Store {
-		return store(t, clusterClient(t, addrs...))
-	})
-}
-
 // A failover with a lagging replica forgets the admissions it did not get,
 // but none that a store built WithReplicaAck told its caller of.
 func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
@@ -330,52 +322,6 @@ func TestALaggingReplicaForgetsOnlyWhatWasNotAcknowledged(t *testing.T) {
 		func(t *testing.T, addrs []string) backend.Store {
 			return store(t, clusterClient(t, addrs...), redis.WithReplicaAck(1, 500*time.Millisecond))
 		}, redis.ErrNotReplicated)
-}
-
-// A guard over a cluster client whose nodes are all stalled when the app
-// starts: go-redis cannot load the cluster's layout. The node lookup once
-// waited for it on every call (context.Background(): the client's read
-// timeout, 3 s by default, here 10 s, per node) before the fallback answered. Every
-// call now ends within the Limiter's budget, by the fallback, far before
-// the client's read timeout.
-func TestAGuardOverAStalledClusterKeepsTheBudget(t *testing.T) {
-	c := testserver.OwnReplicatedCluster(t, testserver.Redis, 30*time.Second)
-	for _, n := range append(append([]*testserver.Server{}, c.Masters...), c.Replicas...) {
-		require.NoError(t, n.Pause())
-		t.Cleanup(func() { _ = n.Resume() })
-	}
-	const readTimeout = 10 * time.Second
-	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs, ReadTimeout: readTimeout, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	local, err := memory.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = local.Close() })
-	g, err := guard.New(store(t, client), guard.WithFallback(local, 2))
-	require.NoError(t, err)
-	l, err := ratelimit.New(g, ratelimit.PerMinute(10), ratelimit.WithPrefix(prefix(t)), ratelimit.WithTimeout(100*time.Millisecond))
-	require.NoError(t, err)
-	for i := 0; i < 5; i++ {
-		began := time.Now()
-		d, err := l.Allow(context.Background(), fmt.Sprint("user-", i))
-		took := time.Since(began)
-		require.NoError(t, err, "call %d", i)
-		require.Equal(t, ratelimit.SourceFallback, d.Source, "call %d: the fallback decides", i)
-		require.Less(t, took, readTimeout/3, "call %d took %v: it waited for the client's read timeout", i, took)
-	}
-}
-
-// The layers work through every front end: a near cache behind Multi and
-// httplimit, several keys in one script.
-func TestFrontEnds(t *testing.T) {
-	storetest.FrontEnds(t, testserver.Redis, func(t *testing.T, addr string) backend.Store { return store(t, newClient(t, addr)) })
-}
-
-// Several policies on keys of several hash tags of a cluster, through
-// Multi: a script per tag, sent at once, each decision observed once.
-func TestMultiApartOnACluster(t *testing.T) {
-	storetest.MultiApart(t, testserver.GetCluster(t, testserver.RedisCluster).Addrs, func(t *testing.T, addrs []string) backend.Store {
-		return store(t, clusterClient(t, addrs...))
-	})
 }
 
 // store is redis.New(c, opts...), failing t on an error.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/storetest"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
 	"github.com/ratelimit-go/ratelimit/nearcache"
+	"github.com/ratelimit-go/ratelimit/servertest/storetest"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // The near cache against real servers, through both clients: it hears the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
-	"github.com/ratelimit-go/ratelimit/internal/testserver"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // NewClusterStore returns a store on a new cluster client of the nodes at
