@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/owner"
 )
 
 // A policy outside its bounds is no rule, and says why with its sentinel.
@@ -39,8 +40,8 @@ func TestNewRuleRefusesWhatNoStoreDecidesExactly(t *testing.T) {
 	r, err := backend.NewRule(backend.GCRA, 1, backend.MaxWindow, 521, backend.MaxWindow, "p:")
 	require.NoError(t, err, "the largest burst at that rate")
 	require.Equal(t, int64(521), r.MaxCost())
-	require.Equal(t, backend.Namespace("p:", backend.GCRA), r.Namespace())
-	require.NotEqual(t, backend.Namespace("p:", backend.FixedWindow), r.Namespace(), "an algorithm is a namespace of its own")
+	require.Equal(t, "p:", r.Prefix())
+	require.Equal(t, backend.GCRA, r.Algorithm())
 }
 
 // A request no store can decide is refused before any store sees it.
@@ -70,11 +71,11 @@ func TestRequestValidate(t *testing.T) {
 func TestRuleOwnMakesOncePerOwner(t *testing.T) {
 	r, err := backend.NewRule(backend.FixedWindow, 5, time.Second, 0, time.Second, "")
 	require.NoError(t, err)
-	owners := make([]*int, 4)
+	owners := make([]*owner.Key, 4)
 	var built atomic.Int64
 	var wg sync.WaitGroup
 	for i := range owners {
-		owners[i] = new(int)
+		owners[i] = owner.New()
 	}
 	for range 8 {
 		wg.Add(1)
@@ -92,4 +93,9 @@ func TestRuleOwnMakesOncePerOwner(t *testing.T) {
 	}
 	wg.Wait()
 	require.LessOrEqual(t, built.Load(), int64(8*len(owners)), "made once per owner, but for callers that raced")
+	built.Store(0)
+	for range 3 {
+		require.Equal(t, 7, r.Own(nil, func(*backend.Rule) any { built.Add(1); return 7 }))
+	}
+	require.Equal(t, int64(3), built.Load(), "a nil key keeps nothing")
 }

@@ -2,12 +2,10 @@ package backend
 
 import (
 	"fmt"
-	"hash/maphash"
-	"sync/atomic"
 	"time"
-	"unique"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/internal/owner"
 )
 
 // Algorithm is the algorithm a Rule decides under. ratelimit.Algorithm is
@@ -72,21 +70,8 @@ type Rule struct {
 	retain  int64 // µs
 	prefix  string
 	alg     Algorithm
-	ns      uint64 // Namespace(prefix, alg)
-	scope   unique.Handle[Scope]
-	// own are the values backends derived from the rule (see Own): a
-	// short list, replaced whole when one is added.
-	own atomic.Pointer[[]owned]
+	own     owner.Values // what stores derived from the rule: see Own
 }
-
-type owned struct {
-	owner any
-	v     any
-}
-
-// maxOwners bounds the values a rule keeps: a Limiter's store and the layers
-// over it (a guard, its fallback, a near cache) are a few.
-const maxOwners = 8
 
 // NewRule compiles a policy of limit requests per window under alg (for
 // GCRA, a rate of limit per window with bursts of burst; burst is 0 for the
@@ -109,8 +94,7 @@ func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, reta
 	if alg != GCRA {
 		burst = 0
 	}
-	r := &Rule{rate: algorithm.NewRate(limit, window.Microseconds(), burst), maxCost: limit, retain: retain.Microseconds(), prefix: prefix, alg: alg,
-		ns: Namespace(prefix, alg), scope: unique.Make(Scope{Prefix: prefix, Algorithm: alg})}
+	r := &Rule{rate: algorithm.NewRate(limit, window.Microseconds(), burst), maxCost: limit, retain: retain.Microseconds(), prefix: prefix, alg: alg}
 	if alg == GCRA {
 		r.maxCost = burst
 	}
@@ -164,11 +148,6 @@ func (r *Rule) Algorithm() Algorithm { return r.alg }
 // GCRA's Burst, Unit and Drain).
 func (r *Rule) Rate() algorithm.Rate { return r.rate }
 
-// RateOf is the rule's Rate by pointer, for a store's hot path (the
-// algorithms' TakeTo): copying it costs a decision a stalled load. The rule
-// is shared: nothing may write through it.
-func (r *Rule) RateOf() *algorithm.Rate { return &r.rate }
-
 // Limit is the policy's limit (GCRA: its rate, per window).
 func (r *Rule) Limit() int64 { return r.rate.Limit }
 
@@ -191,65 +170,29 @@ func (r *Rule) Retain() int64 { return r.retain }
 // different prefixes never share state.
 func (r *Rule) Prefix() string { return r.prefix }
 
-// Scope is what a key's state is kept under besides the key's name: a
-// prefix and an algorithm. Under one scope, a key names one state.
-type Scope struct {
-	Prefix    string
-	Algorithm Algorithm
-}
-
-// Scope is the rule's prefix and algorithm, interned: the rules of one
-// prefix and algorithm have equal handles, which compare as one pointer
-// (an in-process store keeps it beside each key instead of the prefix).
-func (r *Rule) Scope() unique.Handle[Scope] { return r.scope }
-
-// Namespace is Namespace(r.Prefix(), r.Algorithm()), computed once.
-func (r *Rule) Namespace() uint64 { return r.ns }
-
-// namespaceSeed is random per process: Namespace is no hash to keep.
-var namespaceSeed = maphash.MakeSeed()
-
-// Namespace is a hash of a prefix and an algorithm, which with a key name a
-// state, random per process: an in-process store mixes it with its own
-// hash of the key to find the state with one hash of the key, the
-// namespace's being the rule's.
-func Namespace(prefix string, alg Algorithm) uint64 {
-	var h maphash.Hash
-	h.SetSeed(namespaceSeed)
-	h.WriteString(prefix)
-	h.WriteByte(byte(alg))
-	return h.Sum64()
-}
-
-// Own is what build made of the rule for owner (a comparable value: a
-// store's pointer), made on first use and kept with the rule, so that a
-// store derives its own arguments (a script's, a prefix's hash) once per
-// rule, not once per decision. Safe for concurrent use; build may run more
-// than once when callers race. A rule keeps the values of a few owners; one
-// used by more has the values of the others made again.
-func (r *Rule) Own(owner any, build func(*Rule) any) any {
-	var v any
-	built := false
-	for {
-		old := r.own.Load()
-		var list []owned
-		if old != nil {
-			list = *old
-			for i := range list {
-				if list[i].owner == owner {
-					return list[i].v
-				}
-			}
-		}
-		if !built { // once, even when another owner's insert wins the race
-			v, built = build(r), true
-		}
-		next := append(make([]owned, 0, len(list)+1), owned{owner, v})
-		next = append(next, list[:min(len(list), maxOwners-1)]...)
-		if r.own.CompareAndSwap(old, &next) {
-			return v
-		}
+// Own is what build made of the rule for the owner k, made on first use
+// and kept with the rule, so that a store derives its own arguments (a
+// script's, a prefix's hash) once per rule, not once per decision. It is
+// for this module's stores: k's type is internal (a nil k keeps nothing).
+// Safe for concurrent use; build may run more than once when callers race,
+// and every caller gets the value kept.
+func (r *Rule) Own(k *owner.Key, build func(*Rule) any) any {
+	if v, ok := r.own.First(k); ok {
+		return v
 	}
+	return r.own2(k, build)
+}
+
+// Owned is k's value if it was the first to Own one: a comparison, where it
+// is called (for a store's hot path; Own finds the rest).
+func (r *Rule) Owned(k *owner.Key) (any, bool) { return r.own.First(k) }
+
+// own2 is Own past the first owner.
+func (r *Rule) own2(k *owner.Key, build func(*Rule) any) any {
+	if v, ok := r.own.Get(k); ok {
+		return v
+	}
+	return r.own.Put(k, build(r))
 }
 
 // String formats the rule as "100 per 60000000µs (sliding)".

@@ -56,7 +56,7 @@ type shared struct {
 
 // shareOf is rule's share, compiled once per rule (kept with it).
 func (s *Store) shareOf(rule *backend.Rule) *shared {
-	return rule.Own(s, func(r *backend.Rule) any {
+	return rule.Own(s.owned, func(r *backend.Rule) any {
 		limit, burst := s.share(r.Limit(), r.Burst())
 		window, retain := time.Duration(r.Window())*time.Microsecond, time.Duration(r.Retain())*time.Microsecond
 		local, err := backend.NewRule(r.Algorithm(), limit, window, burst, retain, r.Prefix())

@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/owner"
 )
 
 // ErrOpen is wrapped by the errors of calls that the open breaker kept from
@@ -168,6 +169,7 @@ type Store struct {
 	node    func(prefix, key string) string
 	nodes   sync.Map // node name → *breaker
 	info    backend.Info
+	owned   *owner.Key // the fallback's share, kept with each rule
 }
 
 // New returns primary guarded by a breaker, with the options' fallback.
@@ -188,7 +190,7 @@ func New(primary backend.Store, opts ...Option) (*Store, error) {
 	case c.share != nil && c.fallback == nil:
 		return nil, fmt.Errorf("%w: a local share without a fallback store", backend.ErrInvalidArgument)
 	}
-	s := &Store{primary: primary, fallback: c.fallback, share: c.share}
+	s := &Store{primary: primary, fallback: c.fallback, share: c.share, owned: owner.New()}
 	if s.share == nil {
 		instances := int64(c.instances)
 		s.share = func(limit, burst int64) (int64, int64) {

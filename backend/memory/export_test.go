@@ -14,7 +14,7 @@ import (
 // ShardOf is the index of the shard holding the state of key under prefix
 // and alg, and that shard's capacity in keys.
 func (s *Store) ShardOf(prefix, key string, alg backend.Algorithm) (shard uint64, capacity int) {
-	shard = (maphash.String(s.seed, key) ^ backend.Namespace(prefix, alg)) & s.mask
+	shard = (maphash.String(s.seed, key) ^ namespace(prefix, alg)) & s.mask
 	return shard, s.shards[shard].capacity
 }
 
@@ -24,11 +24,11 @@ func (s *Store) Shards() int { return len(s.shards) }
 // LogEntries is the number of entries the sliding log of key under prefix
 // holds, or -1 when the store holds no such log.
 func (s *Store) LogEntries(prefix, key string) int {
-	h := maphash.String(s.seed, key) ^ backend.Namespace(prefix, backend.SlidingWindow)
+	h := maphash.String(s.seed, key) ^ namespace(prefix, backend.SlidingWindow)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, r := sh.log.find(h, key, unique.Make(backend.Scope{Prefix: prefix, Algorithm: backend.SlidingWindow}))
+	_, r := sh.log.find(h, key, unique.Make(scope{prefix, backend.SlidingWindow}))
 	if r == nil {
 		return -1
 	}

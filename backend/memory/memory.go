@@ -123,10 +123,11 @@ func (s *Store) micros() int64 {
 }
 
 // hash is the one hash of req's state: its key's, mixed with the hash of
-// its rule's prefix and algorithm, which the rule keeps. Its low bits pick
-// the shard, its upper half is the tag the shard's index files it under.
-func (s *Store) hash(req *backend.Request) uint64 {
-	return maphash.String(s.seed, req.Key) ^ req.Rule.Namespace()
+// its rule's prefix and algorithm (rd, derived once per rule). Its low bits
+// pick the shard, its upper half is the tag the shard's index files it
+// under.
+func (s *Store) hash(req *backend.Request, rd *ruled) uint64 {
+	return maphash.String(s.seed, req.Key) ^ rd.ns
 }
 
 // Take implements backend.Store.
@@ -140,26 +141,29 @@ func (s *Store) hash(req *backend.Request) uint64 {
 // Everything else (a new key, which may evict; a sliding log; a caller's
 // clock, which is the caller's code) is decided under guard, which turns a
 // panic into an error wrapping backend.ErrStore.
-func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	if err := ctx.Err(); err != nil {
-		return backend.Outcome{}, err
+func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
+	if err = ctx.Err(); err != nil {
+		return
 	}
 	if r := req.Rule; r == nil || req.Cost < 1 || req.Cost > r.MaxCost() || req.Now != 0 || req.Key == "" || len(req.Key) > backend.MaxKeyLen {
-		if err := req.Validate(); err != nil { // the common request is checked inline, the rest here
-			return backend.Outcome{}, err
+		if err = req.Validate(); err != nil { // the common request is checked inline, the rest here
+			return
 		}
 	}
-	var out backend.Outcome
-	if err := s.takeTo(&req, &out.Outcome); err != nil {
-		return backend.Outcome{}, err
+	// out is returned as the algorithm wrote it, field by field: a copy of
+	// it to another variable would read back whole what was just written
+	// a field at a time, which stalls (a tenth of a decision).
+	if err = s.takeTo(&req, &out.Outcome); err != nil {
+		out = backend.Outcome{}
 	}
-	return out, nil
+	return
 }
 
 // takeTo is Take, its outcome written to out (the algorithm writes it in
 // place), under the lock of req's shard.
 func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
-	h := s.hash(req)
+	rd := ruleOf(req.Rule)
+	h := s.hash(req, rd)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -171,18 +175,18 @@ func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
 		if req.Now != 0 {
 			now = req.Now
 		}
-		if sh.takeHeld(req, h, now, storeNow, out) {
+		if sh.takeHeld(req, rd, h, now, storeNow, out) {
 			return nil
 		}
-		return s.guard(sh, req, h, storeNow, out)
+		return s.guard(sh, req, rd, h, storeNow, out)
 	}
-	return s.guard(sh, req, h, 0, out)
+	return s.guard(sh, req, rd, h, 0, out)
 }
 
 // guard is Take's decision on every path but takeHeld's, under sh's lock
 // (held by the caller), at storeNow on the store's clock (0: read it here):
 // a panic comes back as an error, not into the caller's goroutine.
-func (s *Store) guard(sh *shard, req *backend.Request, h uint64, storeNow int64, out *algorithm.Outcome) (err error) {
+func (s *Store) guard(sh *shard, req *backend.Request, rd *ruled, h uint64, storeNow int64, out *algorithm.Outcome) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicked(r)
@@ -195,7 +199,7 @@ func (s *Store) guard(sh *shard, req *backend.Request, h uint64, storeNow int64,
 	if req.Now != 0 {
 		now = req.Now
 	}
-	return sh.take(req, h, now, storeNow, out)
+	return sh.take(req, rd, h, now, storeNow, out)
 }
 
 // Peek implements backend.Store.
@@ -215,13 +219,14 @@ func (s *Store) decide(ctx context.Context, req *backend.Request, o op) (backend
 	if err := req.Validate(); err != nil {
 		return backend.Outcome{}, err
 	}
-	h := s.hash(req)
-	return s.decideLocked(&s.shards[h&s.mask], req, h, o)
+	rd := ruleOf(req.Rule)
+	h := s.hash(req, rd)
+	return s.decideLocked(&s.shards[h&s.mask], req, rd, h, o)
 }
 
 // decideLocked does o for req under the lock of sh, its shard, released on
 // every path (see unlock).
-func (s *Store) decideLocked(sh *shard, req *backend.Request, h uint64, o op) (_ backend.Outcome, err error) {
+func (s *Store) decideLocked(sh *shard, req *backend.Request, rd *ruled, h uint64, o op) (_ backend.Outcome, err error) {
 	sh.mu.Lock()
 	defer sh.unlock(&err)
 	// The store's clock is read under the lock, so that the decisions on a
@@ -232,7 +237,7 @@ func (s *Store) decideLocked(sh *shard, req *backend.Request, h uint64, o op) (_
 		now = req.Now
 	}
 	var out backend.Outcome
-	if err = sh.decide(req, h, now, storeNow, o, &out.Outcome); err != nil {
+	if err = sh.decide(req, rd, h, now, storeNow, o, &out.Outcome); err != nil {
 		return backend.Outcome{}, err
 	}
 	return out, nil
@@ -249,6 +254,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		return fmt.Errorf("%w: ratelimit/memory: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
 	hashes := make([]uint64, len(reqs))
+	rds := make([]*ruled, len(reqs))
 	shards := make([]uint64, 0, len(reqs))
 	for i := range reqs {
 		req := &reqs[i]
@@ -260,17 +266,18 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 				return fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
 			}
 		}
-		hashes[i] = s.hash(req)
+		rds[i] = ruleOf(req.Rule)
+		hashes[i] = s.hash(req, rds[i])
 		shards = append(shards, hashes[i]&s.mask)
 	}
 	slices.Sort(shards) // locks are taken in one order: no deadlock between two TakeAlls
 	shards = slices.Compact(shards)
-	return s.takeAllLocked(shards, reqs, hashes, outs)
+	return s.takeAllLocked(shards, reqs, rds, hashes, outs)
 }
 
 // takeAllLocked decides reqs under the locks of shards (sorted), released
 // on every path (see unlock).
-func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, hashes []uint64, outs []backend.Outcome) (err error) {
+func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, rds []*ruled, hashes []uint64, outs []backend.Outcome) (err error) {
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
@@ -293,7 +300,7 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, hashes []
 	for i := range reqs {
 		sh := &s.shards[hashes[i]&s.mask]
 		outs[i] = backend.Outcome{}
-		_ = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, peek, &outs[i].Outcome) // a peek stores nothing: never refused
+		_ = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, peek, &outs[i].Outcome) // a peek stores nothing: never refused
 		all = all && outs[i].Allowed
 	}
 	for i := 0; all && i < len(reqs) && err == nil; i++ {
@@ -301,7 +308,7 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, hashes []
 		// an earlier request of the batch was recorded: the error is
 		// returned all the same.
 		sh := &s.shards[hashes[i]&s.mask]
-		err = sh.decide(&reqs[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i].Outcome)
+		err = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i].Outcome)
 	}
 	return err
 }
@@ -313,31 +320,31 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 		return err
 	}
 	for _, alg := range backend.Algorithms() {
-		h := maphash.String(s.seed, key) ^ backend.Namespace(prefix, alg)
+		h := maphash.String(s.seed, key) ^ namespace(prefix, alg)
 		s.resetLocked(&s.shards[h&s.mask], h, prefix, key, alg)
 	}
 	return nil
 }
 
 func (s *Store) resetLocked(sh *shard, h uint64, prefix, key string, alg backend.Algorithm) {
-	scope := unique.Make(backend.Scope{Prefix: prefix, Algorithm: alg})
+	sc := unique.Make(scope{prefix, alg})
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	switch alg {
 	case backend.SlidingWindow:
-		forget(sh, &sh.log, h, key, scope)
+		forget(sh, &sh.log, h, key, sc)
 	case backend.FixedWindow:
-		forget(sh, &sh.fixed, h, key, scope)
+		forget(sh, &sh.fixed, h, key, sc)
 	case backend.SlidingWindowCounter:
-		forget(sh, &sh.counter, h, key, scope)
+		forget(sh, &sh.counter, h, key, sc)
 	case backend.GCRA:
-		forget(sh, &sh.gcra, h, key, scope)
+		forget(sh, &sh.gcra, h, key, sc)
 	}
 }
 
 // forget drops key's state under scope from t, if held.
-func forget[S any](sh *shard, t *table[S], h uint64, key string, scope unique.Handle[backend.Scope]) {
-	if ref, r := t.find(h, key, scope); r != nil {
+func forget[S any](sh *shard, t *table[S], h uint64, key string, sc unique.Handle[scope]) {
+	if ref, r := t.find(h, key, sc); r != nil {
 		sh.remove(t, ref)
 	}
 }

@@ -47,19 +47,19 @@ const (
 // decide does o for req at now on the shard, whose lock is held, writing
 // its outcome to out; h is the hash of req's state, storeNow the store's
 // clock, which expiry is kept on.
-func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
+func (sh *shard) decide(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
 	if o == take {
-		return sh.take(req, h, now, storeNow, out)
+		return sh.take(req, rd, h, now, storeNow, out)
 	}
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
-		return decideIn(sh, &sh.gcra, req, h, now, storeNow, o, out)
+		return decideIn(sh, &sh.gcra, req, rd, h, now, storeNow, o, out)
 	case backend.FixedWindow:
-		return decideIn(sh, &sh.fixed, req, h, now, storeNow, o, out)
+		return decideIn(sh, &sh.fixed, req, rd, h, now, storeNow, o, out)
 	case backend.SlidingWindowCounter:
-		return decideIn(sh, &sh.counter, req, h, now, storeNow, o, out)
+		return decideIn(sh, &sh.counter, req, rd, h, now, storeNow, o, out)
 	case backend.SlidingWindow:
-		return decideIn(sh, &sh.log, req, h, now, storeNow, o, out)
+		return decideIn(sh, &sh.log, req, rd, h, now, storeNow, o, out)
 	}
 	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 }
@@ -67,30 +67,30 @@ func (sh *shard) decide(req *backend.Request, h uint64, now, storeNow int64, o o
 // takeHeld decides a Take of a key the shard holds under an O(1)
 // algorithm, on the record's concrete state, and reports whether it did:
 // false changes nothing (see Store.TakeTo).
-func (sh *shard) takeHeld(req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) bool {
+func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) bool {
 	// The three cases are written out: a generic helper calls TakeTo
 	// through its dictionary or a func value, and escape analysis then
 	// moves the caller's out to the heap (an allocation per decision).
 	rule := req.Rule
 	switch rule.Algorithm() {
 	case backend.GCRA:
-		if ref, r := sh.gcra.find(h, req.Key, rule.Scope()); r != nil {
+		if ref, r := sh.gcra.find(h, req.Key, rd.scope); r != nil {
 			sh.gcra.used(ref, r)
-			e := r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			return true
 		}
 	case backend.FixedWindow:
-		if ref, r := sh.fixed.find(h, req.Key, rule.Scope()); r != nil {
+		if ref, r := sh.fixed.find(h, req.Key, rd.scope); r != nil {
 			sh.fixed.used(ref, r)
-			e := r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			return true
 		}
 	case backend.SlidingWindowCounter:
-		if ref, r := sh.counter.find(h, req.Key, rule.Scope()); r != nil {
+		if ref, r := sh.counter.find(h, req.Key, rd.scope); r != nil {
 			sh.counter.used(ref, r)
-			e := r.st.TakeTo(now, rule.RateOf(), req.Cost, out)
+			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			return true
 		}
@@ -99,24 +99,24 @@ func (sh *shard) takeHeld(req *backend.Request, h uint64, now, storeNow int64, o
 }
 
 // take is decide's take.
-func (sh *shard) take(req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+func (sh *shard) take(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
-		return takeIn(sh, &sh.gcra, req, h, now, storeNow, out)
+		return takeIn(sh, &sh.gcra, req, rd, h, now, storeNow, out)
 	case backend.FixedWindow:
-		return takeIn(sh, &sh.fixed, req, h, now, storeNow, out)
+		return takeIn(sh, &sh.fixed, req, rd, h, now, storeNow, out)
 	case backend.SlidingWindowCounter:
-		return takeIn(sh, &sh.counter, req, h, now, storeNow, out)
+		return takeIn(sh, &sh.counter, req, rd, h, now, storeNow, out)
 	case backend.SlidingWindow:
-		return takeIn(sh, &sh.log, req, h, now, storeNow, out)
+		return takeIn(sh, &sh.log, req, rd, h, now, storeNow, out)
 	}
 	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 }
 
 // decideIn is decide's peek or refund on t, the table of req's algorithm.
-func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
+func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request, rd *ruled, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
 	rule := req.Rule
-	ref, r := t.find(h, req.Key, rule.Scope())
+	ref, r := t.find(h, req.Key, rd.scope)
 	if r == nil {
 		if o == peek { // nothing stored: nothing to write
 			*out = empty[rule.Algorithm()].Peek(now, rule.Rate(), req.Cost)
@@ -143,13 +143,13 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 
 // takeIn is a Take on t, the table of req's algorithm, for any algorithm
 // (the store's Take decides the O(1) ones on their records directly).
-func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
-	ref, r, err := enter(sh, t, req, h, storeNow)
+func takeIn[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+	ref, r, err := enter(sh, t, req, rd, h, storeNow)
 	if err != nil {
 		return err
 	}
 	before := held(&r.st)
-	e := takeTo(&r.st, now, req.Rule.RateOf(), req.Cost, out)
+	e := takeTo(&r.st, now, &rd.rate, req.Cost, out)
 	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
 		sh.entries += grown
@@ -163,8 +163,8 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, h uint64, now, 
 // enter is the record of req's key in t, its table, and its ref: a key held
 // before is used again; a new one, for which the shard makes room, waits on
 // probation (see table).
-func enter[S any](sh *shard, t *table[S], req *backend.Request, h uint64, storeNow int64) (uint32, *record[S], error) {
-	ref, r := t.find(h, req.Key, req.Rule.Scope())
+func enter[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h uint64, storeNow int64) (uint32, *record[S], error) {
+	ref, r := t.find(h, req.Key, rd.scope)
 	if r != nil {
 		t.used(ref, r)
 		return ref, r, nil
@@ -172,7 +172,7 @@ func enter[S any](sh *shard, t *table[S], req *backend.Request, h uint64, storeN
 	if err := sh.makeRoom(storeNow); err != nil {
 		return 0, nil, err
 	}
-	ref, r = t.add(h, req.Key, req.Rule.Scope())
+	ref, r = t.add(h, req.Key, rd.scope)
 	return ref, r, nil
 }
 

@@ -2,8 +2,6 @@ package memory
 
 import (
 	"unique"
-
-	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // table holds a shard's keys under one algorithm, whose state S (one of
@@ -43,7 +41,7 @@ const chunkLen = 16
 // record is one key's state under one scope.
 type record[S any] struct {
 	key   string
-	scope unique.Handle[backend.Scope]
+	scope unique.Handle[scope]
 	// expireAt is when the state may be dropped, on the store's clock (µs):
 	// its life (at least the rule's retention) after its last write, as a
 	// server's TTL counts. One clock decides what may be dropped, whatever
@@ -65,7 +63,7 @@ func (t *table[S]) at(ref uint32) *record[S] {
 
 // find is the record of key under scope, whose hash is h, and its ref; nil
 // when the table holds none.
-func (t *table[S]) find(h uint64, key string, scope unique.Handle[backend.Scope]) (uint32, *record[S]) {
+func (t *table[S]) find(h uint64, key string, scope unique.Handle[scope]) (uint32, *record[S]) {
 	slots := t.ix.slots
 	if len(slots) == 0 {
 		return 0, nil
@@ -83,7 +81,7 @@ func (t *table[S]) find(h uint64, key string, scope unique.Handle[backend.Scope]
 
 // add makes a record for key under scope, on probation, with an empty
 // state; the shard made room for it.
-func (t *table[S]) add(h uint64, key string, scope unique.Handle[backend.Scope]) (uint32, *record[S]) {
+func (t *table[S]) add(h uint64, key string, scope unique.Handle[scope]) (uint32, *record[S]) {
 	ref := t.free
 	if ref != 0 {
 		t.free = t.at(ref).next

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/owner"
 )
 
 // The scripts' arguments: what each request sends, formatted once per
@@ -51,6 +52,7 @@ type ArgCache[T any] struct {
 	str         func(string) T
 	serverClock T // the "now" that asks for the server's TIME; the empty string
 	ops         [4]T
+	owned       *owner.Key // its arguments, kept with each rule
 }
 
 // ruleArgs are the arguments of a rule.
@@ -65,7 +67,8 @@ type ruleArgs[T any] struct {
 // with str.
 func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
-		ops: [4]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet")}}
+		ops:   [4]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet")},
+		owned: owner.New()}
 }
 
 // For returns the arguments of one request.
@@ -112,7 +115,7 @@ func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op, ra *ruleA
 
 // ruleArgs are rule's arguments, made once per rule and kept with it.
 func (c *ArgCache[T]) ruleArgs(rule *backend.Rule) *ruleArgs[T] {
-	return rule.Own(c, func(rule *backend.Rule) any {
+	return rule.Own(c.owned, func(rule *backend.Rule) any {
 		r := rule.Rate()
 		ra := &ruleArgs[T]{alg: c.str(algorithmArgs[rule.Algorithm()]), retainMS: c.format((rule.Retain() + 999) / 1000)}
 		if rule.Algorithm() == backend.GCRA {
