@@ -76,14 +76,17 @@ func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request, ob
 // all, if observe.
 func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, peek, observe bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
 	var d Decision
-	if err == nil {
+	switch {
+	case err == nil:
 		d = decision(*out, c.rule.MaxCost())
-	} else {
+	case fellBack(&d, *out, err):
+		err = nil
+	default:
 		err = storeError(err)
-		// A cost the store says can never fit (a guard's share while its
-		// primary is down) is bad input for now, and an algorithm the store
-		// does not support a mistake of configuration: never admitted.
-		if l.failOpen && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, errors.ErrUnsupported) {
+		// Input the store refuses (a cost that can never fit a guard's
+		// share while its primary is down) and an algorithm it does not
+		// support (a mistake of configuration) are never admitted.
+		if l.failOpen && !refused(err) {
 			d = Decision{Allowed: true, Limit: int(c.rule.MaxCost()), At: began, Source: SourceFailOpen}
 		}
 	}
@@ -112,7 +115,7 @@ func decision(out backend.Outcome, maxCost int64) (d Decision) {
 // whole and then copied is stored 8 bytes at a time and reloaded 16 at a
 // time, and each such load stalls (docs/figures.md measures it).
 func decisionTo(d *Decision, out backend.Outcome, maxCost int64) {
-	d.Allowed = out.Allowed
+	d.Allowed = out.Allowed()
 	d.Limit = int(maxCost)
 	d.Remaining = int(max(maxCost-out.Count, 0))
 	d.Count = int(out.Count)
@@ -120,13 +123,16 @@ func decisionTo(d *Decision, out backend.Outcome, maxCost int64) {
 	d.RetryAfter = time.Duration(out.RetryAfter) * time.Microsecond
 	d.At = time.UnixMicro(out.At)
 	d.Source = SourceStore
-	if out.Fallback != nil {
-		fallbackTo(d, &out)
-	}
 }
 
-// fallbackTo marks d, of out, as the fallback's decision.
-func fallbackTo(d *Decision, out *backend.Outcome) {
-	d.Source, d.Limit = SourceFallback, int(out.Fallback.MaxCost())
-	d.Remaining = int(max(out.Fallback.MaxCost()-out.Count, 0))
+// fellBack reports whether err says that out is a stand-in's decision (a
+// *backend.Fallback, of one request), and if so writes it to d.
+func fellBack(d *Decision, out backend.Outcome, err error) bool {
+	var fb *backend.Fallback
+	if !errors.As(err, &fb) || len(fb.Rules) != 1 {
+		return false
+	}
+	decisionTo(d, out, fb.Rules[0].MaxCost())
+	d.Source = SourceFallback
+	return true
 }

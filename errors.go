@@ -34,10 +34,18 @@ var (
 	ErrStore = backend.ErrStore
 )
 
-// storeError wraps err with ErrStore unless a store already did.
+// storeError wraps err with ErrStore unless a store already did, or it is
+// the store's refusal, not its failure.
 func storeError(err error) error {
-	if errors.Is(err, ErrStore) {
+	if errors.Is(err, ErrStore) || refused(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+// refused reports a store's refusal: input it will not decide (a request
+// is validated once, by the store), or a call it does not support.
+func refused(err error) bool {
+	return errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrInvalidArgument) ||
+		errors.Is(err, ErrInvalidPolicy) || errors.Is(err, errors.ErrUnsupported)
 }

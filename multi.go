@@ -174,11 +174,19 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 	if errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
 	}
+	var fb *backend.Fallback
+	if !errors.As(err, &fb) || len(fb.Rules) != len(reqs) {
+		fb = nil
+	}
 	for i, l := range m.limiters {
 		if err == nil && outs[i].At == 0 {
 			continue // not decided: a layer knew another policy's denial (see backend.Store's TakeAll)
 		}
-		d, lerr := l.settle(ctx, cs[i], reqs[i], false, true, &outs[i], err, began)
+		errI := err
+		if fb != nil { // a stand-in's decisions: settled one by one, as a Take's
+			errI = &backend.Fallback{Rules: fb.Rules[i : i+1], Err: fb.Err}
+		}
+		d, lerr := l.settle(ctx, cs[i], reqs[i], false, true, &outs[i], errI, began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -67,18 +66,17 @@ func New(store backend.Store, p Policy, opts ...Option) (*Limiter, error) {
 	if store.Info().InProcess {
 		l.timeout = 0
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if l.retention == 0 {
-		l.retention = p.Window.Truncate(time.Microsecond)
-	}
 	if l.retention < 0 || l.retention > MaxWindow {
 		return nil, fmt.Errorf("%w: retention %v is not in (0, MaxWindow]", ErrInvalidArgument, l.retention)
 	}
-	if err := l.SetPolicy(p); err != nil {
+	c, err := l.compile(p) // the one validation of p
+	if err != nil {
 		return nil, err
 	}
+	if l.retention == 0 {
+		l.retention = c.policy.Window
+	}
+	l.policy.Store(c)
 	if l.policyFunc != nil {
 		l.rules, _ = lru.New[Policy, *compiled](policyFuncRules) // only a size under 1 fails
 	}
@@ -112,16 +110,14 @@ func (l *Limiter) SetPolicy(p Policy) error {
 }
 
 // compile validates p for this Limiter and compiles it, its window to the
-// microsecond.
+// microsecond (backend.NewRule validates it, once).
 func (l *Limiter) compile(p Policy) (*compiled, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	p.Window = p.Window.Truncate(time.Microsecond)
-	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(l.retention, p.Window), l.prefix)
+	window := p.Window.Truncate(time.Microsecond)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(l.retention, window), l.prefix)
 	if err != nil {
 		return nil, err
 	}
+	p.Window = window
 	return &compiled{policy: p, rule: rule}, nil
 }
 
@@ -189,10 +185,12 @@ func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) e
 			return costError(n, rule.MaxCost())
 		}
 		out, err := l.store.Take(ctx, backend.Request{Rule: rule, Key: key, Cost: int64(n)})
-		if err != nil {
+		switch {
+		case err == nil:
+			decisionTo(d, out, rule.MaxCost())
+		case !fellBack(d, out, err):
 			return storeError(err)
 		}
-		decisionTo(d, out, rule.MaxCost())
 		return nil
 	}
 	var req backend.Request
@@ -202,10 +200,12 @@ func (l *Limiter) allowTo(ctx context.Context, key string, n int, d *Decision) e
 	}
 	if l.direct {
 		out, err := l.store.Take(ctx, req)
-		if err != nil {
+		switch {
+		case err == nil:
+			decisionTo(d, out, c.rule.MaxCost())
+		case !fellBack(d, out, err):
 			return storeError(err)
 		}
-		decisionTo(d, out, c.rule.MaxCost())
 		return nil
 	}
 	*d, err = l.take(ctx, c, req)
@@ -256,13 +256,14 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int) (Decision, erro
 	sctx, cancel := l.budget(ctx, time.Now())
 	defer cancel()
 	out, err := l.store.Refund(sctx, req)
+	var d Decision
 	switch {
-	case errors.Is(err, ErrInvalidCost), errors.Is(err, errors.ErrUnsupported):
-		return Decision{}, err
-	case err != nil:
+	case err == nil:
+		decisionTo(&d, out, c.rule.MaxCost())
+	case !fellBack(&d, out, err):
 		return Decision{}, storeError(err)
 	}
-	return decision(out, c.rule.MaxCost()), nil
+	return d, nil
 }
 
 // Reset forgets key's history under every algorithm: its full quota is

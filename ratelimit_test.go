@@ -79,11 +79,7 @@ func (f failingStore) Peek(context.Context, backend.Request) (backend.Outcome, e
 }
 func (f failingStore) Reset(context.Context, string, string) error { return f.err }
 
-func allowed() backend.Outcome {
-	var out backend.Outcome
-	out.Allowed = true
-	return out
-}
+func allowed() backend.Outcome { return backend.Outcome{At: 1} } // RetryAfter 0: an admission
 
 func TestStoreErrorsAreWrappedNeverDecisions(t *testing.T) {
 	cause := errors.New("connection refused")

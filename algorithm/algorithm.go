@@ -90,25 +90,41 @@ func keyTime(now, at int64) int64 {
 	return now
 }
 
-// Outcome is a decision in microseconds, as a store computes it: what its
-// caller reads (package backend's Outcome embeds it). What the decision did
-// to the state, which only the store that keeps it reads, is an Effect.
+// Outcome is a decision in microseconds, as a store computes it and its
+// caller reads it (package backend's Outcome is this type). What the
+// decision did to the state, which only the store that keeps it reads, is
+// an Effect.
+//
+// It is four words, no more: a value of at most four fields and 32 bytes
+// is returned and passed in registers, from a store's Take to the user's
+// Decision, where a larger one is stored field by field and copied back
+// whole, a copy that stalls on each of those fields (docs/figures.md
+// measures a tenth of a decision).
 type Outcome struct {
-	// Allowed, Count, ResetAt and RetryAfter are those of a
-	// ratelimit.Decision, in microseconds.
-	Allowed    bool
-	Count      int64
-	ResetAt    int64 // µs since the Unix epoch
-	RetryAfter int64 // µs; 0 when allowed
+	// Count and ResetAt are those of a ratelimit.Decision, in µs.
+	Count   int64
+	ResetAt int64 // µs since the Unix epoch
+	// RetryAfter is 0 when the request is admitted; a denial's is at least
+	// 1µs: the time until the same request would be, should nothing else
+	// be. It is what says a decision is a denial (see Allowed).
+	RetryAfter int64
 	At         int64 // µs since the Unix epoch: the decision's time
 }
 
-// set writes every field of o, one store each: a composite literal is built
-// aside and copied 16 bytes at a time, and each of those loads of fields
-// just stored 8 bytes at a time stalls (docs/figures.md measures it).
-func (o *Outcome) set(allowed bool, count, resetAt, retryAfter, at int64) {
-	o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At = allowed, count, resetAt, retryAfter, at
+// Allowed reports whether the request was admitted (a peek's: whether it
+// would be): a decision (At is a time, never 0) with no RetryAfter. The
+// zero Outcome, which a store returns beside an error, admits nothing.
+func (o Outcome) Allowed() bool { return o.RetryAfter == 0 && o.At != 0 }
+
+// set writes every field of o, one store each (see Outcome): the
+// decision of an admission, until deny says otherwise.
+func (o *Outcome) set(count, resetAt, at int64) {
+	o.Count, o.ResetAt, o.RetryAfter, o.At = count, resetAt, 0, at
 }
+
+// deny makes o a denial whose request fits after retryAfter µs, at least
+// 1µs however the algorithm rounded: a denial is never read as admitted.
+func (o *Outcome) deny(retryAfter int64) { o.RetryAfter = max(retryAfter, 1) }
 
 // Effect is what a decision did to the state, for the store that keeps it.
 type Effect struct {

@@ -59,7 +59,7 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 		if s.decided != 0 {
 			at = s.decided
 		}
-		if s.cost != 0 && out.Allowed { // a write says how long the state counts
+		if s.cost != 0 && out.admitted() { // a write says how long the state counts
 			assert.Equal(t, d.Life(at*ms, r), e.Life, "%s: Life", s.name)
 			assert.Positive(t, e.Life, "%s: Life", s.name)
 			assert.True(t, e.Changed, "%s: an admission changes the state", s.name)
@@ -67,8 +67,9 @@ func run(t *testing.T, d decider, r Rate, steps []step) {
 		}
 		// TestChangedIsWhetherTheSavedBytesChanged checks Changed.
 		assert.Zero(t, e.Life, "%s: a peek or a denial writes no Life", s.name)
-		want := Outcome{Allowed: s.allowed, Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: at * ms}
+		want := Outcome{Count: s.count, ResetAt: s.resetAt * ms, RetryAfter: s.retryAftr * ms, At: at * ms}
 		assert.Equal(t, want, out, s.name)
+		assert.Equal(t, s.allowed, out.admitted(), "%s: Allowed", s.name)
 	}
 }
 
@@ -95,9 +96,9 @@ func TestLogFollowsTheRules(t *testing.T) {
 func TestLogHoldsAnEntryPerRequest(t *testing.T) {
 	var l Log
 	r := rate(maxLogLimit, time.Hour, slidingWindow, 0)
-	require.True(t, take(&l, 0, r, maxLogLimit-1).Allowed)
-	require.True(t, take(&l, 1, r, 1).Allowed)
-	require.False(t, take(&l, 2, r, 1).Allowed)
+	require.True(t, take(&l, 0, r, maxLogLimit-1).admitted())
+	require.True(t, take(&l, 1, r, 1).admitted())
+	require.False(t, take(&l, 2, r, 1).admitted())
 	assert.Equal(t, 2, l.Len())
 }
 
@@ -110,11 +111,11 @@ func TestLogRetimesTheFuture(t *testing.T) {
 	hour := int64(time.Hour / time.Microsecond)
 	take(&l, hour, r, 2)
 	out := l.Peek(0, r, 1)
-	assert.Equal(t, Outcome{Allowed: false, Count: 2, ResetAt: 1000 * ms, RetryAfter: 1000 * ms, At: 0}, out, "a peek sees them at now")
+	assert.Equal(t, Outcome{Count: 2, ResetAt: 1000 * ms, RetryAfter: 1000 * ms, At: 0}, out, "a peek sees them at now")
 	out = take(&l, 5*ms, r, 1)
 	assert.Equal(t, int64(1000*ms), out.RetryAfter, "a take brings them to now...")
 	out = take(&l, 1005*ms, r, 1)
-	assert.True(t, out.Allowed, "... so they leave one window later")
+	assert.True(t, out.admitted(), "... so they leave one window later")
 }
 
 func TestFixedFollowsTheRules(t *testing.T) {
@@ -186,11 +187,11 @@ func TestBucketFollowsTheRules(t *testing.T) {
 func TestBucketIsExactForFractionalIntervals(t *testing.T) {
 	var b Bucket
 	r := rate(3, time.Second, gcra, 3)
-	require.True(t, take(&b, 0, r, 3).Allowed)
+	require.True(t, take(&b, 0, r, 3).admitted())
 	out := take(&b, 0, r, 3)
 	assert.Equal(t, int64(1000*ms), out.RetryAfter)
-	assert.False(t, take(&b, 1000*ms-1, r, 3).Allowed)
-	assert.True(t, take(&b, 1000*ms, r, 3).Allowed)
+	assert.False(t, take(&b, 1000*ms-1, r, 3).admitted())
+	assert.True(t, take(&b, 1000*ms, r, 3).admitted())
 }
 
 func TestBucketFromTheFutureDrainsFromNow(t *testing.T) {
@@ -199,9 +200,9 @@ func TestBucketFromTheFutureDrainsFromNow(t *testing.T) {
 	hour := int64(time.Hour / time.Microsecond)
 	take(&b, hour, r, 2)
 	out := take(&b, 0, r, 1)
-	require.False(t, out.Allowed)
+	require.False(t, out.admitted())
 	assert.Equal(t, int64(1000*ms), out.RetryAfter, "one interval from now, not from an hour ahead")
-	assert.True(t, take(&b, 1000*ms, r, 1).Allowed)
+	assert.True(t, take(&b, 1000*ms, r, 1).admitted())
 }
 
 func TestRefunds(t *testing.T) {
@@ -214,16 +215,16 @@ func TestRefunds(t *testing.T) {
 			states := map[kind]refunder{slidingWindow: &Log{}, fixedWindow: &Fixed{},
 				slidingWindowCounter: &SlidingCounter{}, gcra: &Bucket{}}
 			s, r := states[alg], rate(5, time.Second, alg, 5)
-			require.True(t, take(s, 0, r, 2).Allowed)
-			require.True(t, take(s, 0, r, 3).Allowed)
+			require.True(t, take(s, 0, r, 2).admitted())
+			require.True(t, take(s, 0, r, 3).admitted())
 			_, _, ok := s.Refund(0, r, 6)
 			require.False(t, ok, "more than was taken")
 			require.Equal(t, int64(5), s.Peek(0, r, 1).Count, "a refused refund changes nothing")
 			out, _, ok := s.Refund(0, r, 4)
 			require.True(t, ok)
 			require.Equal(t, int64(1), out.Count)
-			require.True(t, take(s, 0, r, 4).Allowed, "the refund is quota again")
-			require.False(t, take(s, 0, r, 1).Allowed)
+			require.True(t, take(s, 0, r, 4).admitted(), "the refund is quota again")
+			require.False(t, take(s, 0, r, 1).admitted())
 		})
 	}
 }
@@ -241,12 +242,12 @@ func TestWindowStartBeforeTheEpoch(t *testing.T) {
 func TestFixedRetryAfterIsExactAfterTheWindowChanged(t *testing.T) {
 	var f Fixed
 	old, r := rate(2, 300*time.Millisecond, fixedWindow, 0), rate(2, 340*time.Millisecond, fixedWindow, 0)
-	require.True(t, take(&f, 900*ms, old, 2).Allowed) // a window starting at 900ms, not a multiple of 340ms
+	require.True(t, take(&f, 900*ms, old, 2).admitted()) // a window starting at 900ms, not a multiple of 340ms
 	out := take(&f, 1000*ms, r, 1)
-	require.False(t, out.Allowed)
+	require.False(t, out.admitted())
 	assert.Equal(t, int64(1020*ms), out.ResetAt, "the next 340ms window starts at 1020ms")
-	assert.False(t, take(&f, out.At+out.RetryAfter-1, r, 1).Allowed, "1µs before")
-	assert.True(t, take(&f, out.At+out.RetryAfter, r, 1).Allowed, "at retry-after")
+	assert.False(t, take(&f, out.At+out.RetryAfter-1, r, 1).admitted(), "1µs before")
+	assert.True(t, take(&f, out.At+out.RetryAfter, r, 1).admitted(), "at retry-after")
 }
 
 // A cost over the limit never fits: every algorithm denies it, whatever the
@@ -270,10 +271,10 @@ func TestACostOverTheLimitIsDeniedWithoutAPanic(t *testing.T) {
 					for _, at := range []int64{0, 500 * ms, 1500 * ms, 5000 * ms} {
 						require.NotPanics(t, func() {
 							out := take(d, at, r, n)
-							require.False(t, out.Allowed, "%v on %s state, %d used: cost %d at %dms", alg, name, used, n, at/ms)
+							require.False(t, out.admitted(), "%v on %s state, %d used: cost %d at %dms", alg, name, used, n, at/ms)
 							require.GreaterOrEqual(t, out.RetryAfter, int64(0))
 							out = d.Peek(at, r, n)
-							require.False(t, out.Allowed)
+							require.False(t, out.admitted())
 						}, "%v on %s state, %d used: cost %d at %dms", alg, name, used, n, at/ms)
 					}
 				}

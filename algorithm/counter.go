@@ -84,12 +84,12 @@ func (c *SlidingCounter) decide(now int64, r *Rate, n int64, record bool, out *O
 		wp = weighted(s.prev, covered(e, w))
 		count += wp
 	}
-	out.set(n <= r.Limit-count, count, 0, 0, now)
-	if !out.Allowed {
+	out.set(count, 0, now)
+	if n > r.Limit-count {
 		if m := r.Limit - s.cur - n; m >= 0 { // fits in this window, once enough of the previous has slid out
-			out.RetryAfter = s.start + fitsAfter(s.prev, m, w) - now
+			out.deny(s.start + fitsAfter(s.prev, m, w) - now)
 		} else { // in the next window, where this one's count is the previous
-			out.RetryAfter = s.start + w + fitsAfter(s.cur, r.Limit-n, w) - now
+			out.deny(s.start + w + fitsAfter(s.cur, r.Limit-n, w) - now)
 		}
 		if record && c.started && c.start > now {
 			c.start = s.start // a Take rewrites state from the future, admitted or not

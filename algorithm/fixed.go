@@ -50,10 +50,10 @@ func (f *Fixed) decide(now int64, r *Rate, n int64, record bool, out *Outcome) (
 	if f.aligned != r.Window || start != f.start {
 		end = fixedEnd(start, r.Window)
 	}
-	out.set(n <= r.Limit-count, count, end, 0, now)
+	out.set(count, end, now)
 	switch {
-	case !out.Allowed:
-		out.RetryAfter = out.ResetAt - now
+	case n > r.Limit-count:
+		out.deny(end - now)
 		if record && f.started && f.start > now {
 			f.start, f.aligned = start, r.Window // a Take rewrites state from the future, admitted or not
 			e.Changed = true

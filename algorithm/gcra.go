@@ -49,9 +49,9 @@ func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) (e Effect) {
 	now = b.keyTime(now)
 	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
-	out.set(n*r.Unit <= capacity-level, 0, 0, 0, now)
-	if !out.Allowed {
-		out.RetryAfter = ceilDiv(level+n*r.Unit-capacity, r.Drain)
+	out.set(0, 0, now)
+	if n*r.Unit > capacity-level {
+		out.deny(ceilDiv(level+n*r.Unit-capacity, r.Drain))
 		if record && b.at > now && b.level > 0 {
 			b.set(now, level, r) // a Take rewrites state from the future, admitted or not
 			e.Changed = true

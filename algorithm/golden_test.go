@@ -37,7 +37,7 @@ func TestTheSavedBytes(t *testing.T) {
 		r := rateOf(p)
 		st := fresh(c.alg)
 		for _, at := range c.takes {
-			require.True(t, take(st, t0+at, r, 1).Allowed, "%v: the take at %d", c.alg, at)
+			require.True(t, take(st, t0+at, r, 1).admitted(), "%v: the take at %d", c.alg, at)
 		}
 		data, err := st.MarshalBinary()
 		require.NoError(t, err)

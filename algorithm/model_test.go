@@ -22,7 +22,7 @@ func ruleOf(t *testing.T, p ratelimit.Policy) *backend.Rule {
 }
 
 // answer is out as a store answers it.
-func answer(out algorithm.Outcome) backend.Outcome { return backend.Outcome{Outcome: out} }
+func answer(out algorithm.Outcome) backend.Outcome { return out }
 
 type state interface {
 	Take(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
@@ -128,11 +128,11 @@ func TestSlidingCounterStaysWithinItsBound(t *testing.T) {
 	var times []int64
 	at := 10*window - 1 // the last µs of a window
 	for i := 0; i < limit; i++ {
-		require.True(t, take(&c, at, r, 1).Allowed)
+		require.True(t, take(&c, at, r, 1).Allowed())
 		times = append(times, at)
 	}
 	for now := 10 * window; now < 11*window; now += 100 {
-		if take(&c, now, r, 1).Allowed {
+		if take(&c, now, r, 1).Allowed() {
 			times = append(times, now)
 		}
 	}
@@ -144,7 +144,7 @@ func TestSlidingCounterStaysWithinItsBound(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	c, times = algorithm.SlidingCounter{}, nil
 	for now := int64(0); now < 50*window; now += int64(rng.Intn(20_000)) {
-		if take(&c, now, r, 1).Allowed {
+		if take(&c, now, r, 1).Allowed() {
 			times = append(times, now)
 		}
 	}

@@ -55,10 +55,10 @@ func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) Eff
 		count -= x.Cost
 	}
 	e = e[first:]
-	out.set(n <= r.Limit-count, count, now, 0, now)
+	out.set(count, now, now)
 	eff := Effect{Changed: changed}
-	if !out.Allowed {
-		out.RetryAfter = retryAfter(e, count+n-r.Limit, now, r.Window)
+	if n > r.Limit-count {
+		out.deny(retryAfter(e, count+n-r.Limit, now, r.Window))
 	} else if record {
 		l.insert(now, n)
 		e = l.buf[l.head+first:]

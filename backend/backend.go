@@ -151,20 +151,13 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// Outcome is a store's answer, in integers: package ratelimit makes the
-// user's Decision of it (Limit is Rule.MaxCost, Remaining the rest of it
-// after Count). The decision is package algorithm's (a store in Go lets
-// the algorithm write it in place: out.Outcome); the whole fits in the
-// registers a call returns in, so a decision crosses the interface without
-// a copy through memory.
-type Outcome struct {
-	algorithm.Outcome
-	// Fallback is the rule a stand-in decided under, approximately, for a
-	// store that could not (package guard: this instance's share of the
-	// request's rule), or nil: the Decision's Source is then
-	// SourceFallback, and its Limit the fallback rule's.
-	Fallback *Rule
-}
+// Outcome is a store's answer, in integers, as package algorithm computes
+// it (a store in Go lets the algorithm write it in place): package
+// ratelimit makes the user's Decision of it (Limit is Rule.MaxCost,
+// Remaining the rest of it after Count). It fits in the registers a call
+// returns in, so a decision crosses the interface without a copy through
+// memory. Beside an error it is zero, but for a *Fallback's.
+type Outcome = algorithm.Outcome
 
 // Store keeps the state of every key and decides each request atomically
 // (see the package documentation). It is the whole contract: every
@@ -179,7 +172,9 @@ type Outcome struct {
 // (the one way a store says it cannot), and Info the zero Info. Every
 // method returns an Outcome or an error, never both: a store that cannot
 // decide returns an error, and the Limiter's failure mode chooses what to
-// do. A store must not panic (wrap a client's failures in an error),
+// do (a layer that stands in for a failed store, package guard, returns
+// its own decision beside a *Fallback, the one exception). A store must
+// not panic (wrap a client's failures in an error),
 // refuses what Request.Validate reports before deciding, and refuses an
 // algorithm it does not support with an error wrapping
 // errors.ErrUnsupported (see Unsupported).

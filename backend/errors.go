@@ -40,6 +40,27 @@ func Unsupported(store string, alg Algorithm) error {
 	return fmt.Errorf("%s: the %v algorithm: %w", store, alg, errors.ErrUnsupported)
 }
 
+// Fallback is the error of decisions a stand-in made for a store that
+// could not (package guard's fallback, on this instance's share of each
+// rule): the outcomes beside it are those decisions, approximate, the i-th
+// request's under Rules[i] (one rule for Take, Peek and Refund; the rules
+// are shared, not to be changed). Err is why the store could not; a
+// Fallback is a failure of the store, ErrStore (errors.Is). Package ratelimit makes of them Decisions whose Source is
+// SourceFallback and whose Limit is that rule's MaxCost, without an error;
+// a caller that does not look for it reads a failure, which it is.
+type Fallback struct {
+	Rules []*Rule
+	Err   error
+}
+
+func (e *Fallback) Error() string { return "ratelimit: decided by a fallback: " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *Fallback) Unwrap() error { return e.Err }
+
+// Is reports target == ErrStore: whatever the cause, the store failed.
+func (e *Fallback) Is(target error) bool { return target == ErrStore }
+
 // ShardError is the error of a call on the keys of several shards of a
 // store (TakeAll on a cluster) that failed on one shard: the shard that
 // decides Key under Prefix. A layer that keeps the health of each node

@@ -243,7 +243,7 @@ func decisionOf(out backend.Outcome, rule *backend.Rule) ratelimit.Decision {
 	if rule != nil { // a request the store must refuse
 		limit = rule.MaxCost()
 	}
-	return ratelimit.Decision{Allowed: out.Allowed, Limit: int(limit), Remaining: int(max(limit-out.Count, 0)), Count: int(out.Count),
+	return ratelimit.Decision{Allowed: out.Allowed(), Limit: int(limit), Remaining: int(max(limit-out.Count, 0)), Count: int(out.Count),
 		ResetAt: time.UnixMicro(out.ResetAt), RetryAfter: time.Duration(out.RetryAfter) * time.Microsecond, At: time.UnixMicro(out.At)}
 }
 

@@ -118,14 +118,14 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 	var e algorithm.Effect
 	switch o {
 	case peek:
-		out.Outcome = st.Peek(now, req.Rule.Rate(), req.Cost)
+		out = st.Peek(now, req.Rule.Rate(), req.Cost)
 		return out, nil
 	case refund:
-		if out.Outcome, e, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
+		if out, e, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
 			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: a refund of more than is in use", backend.ErrInvalidCost)
 		}
 	default:
-		out.Outcome, e = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future, or prune a log
+		out, e = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future, or prune a log
 	}
 	if !e.Changed { // the state saves to the bytes the row holds: no write
 		return out, nil
@@ -217,7 +217,7 @@ func TestACorruptRowHeals(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if out.Allowed {
+			if out.Allowed() {
 				admitted++
 			}
 		}

@@ -233,11 +233,13 @@ type outcome struct {
 }
 
 // answer is o as a store answers it (with no Life: the model does not say
-// how long state is kept).
+// how long state is kept), where a denial is a RetryAfter of at least 1µs.
 func (o outcome) answer() backend.Outcome {
-	var a backend.Outcome
-	a.Allowed, a.Count, a.ResetAt, a.RetryAfter, a.At = o.Allowed, o.Count, o.ResetAt, o.RetryAfter, o.At
-	return a
+	retry := o.RetryAfter
+	if !o.Allowed {
+		retry = max(retry, 1)
+	}
+	return backend.Outcome{Count: o.Count, ResetAt: o.ResetAt, RetryAfter: retry, At: o.At}
 }
 
 // alignedStart is the start of the fixed window holding now.

@@ -294,7 +294,7 @@ func takeAllUnderLoad(t *testing.T, e *env) {
 		t.Skip("the store refuses these requests together:", err)
 	} else {
 		mustNoError(t, err)
-		mustTrue(t, first[0].Allowed && first[1].Allowed, "the first TakeAll admits both")
+		mustTrue(t, first[0].Allowed() && first[1].Allowed(), "the first TakeAll admits both")
 	}
 	var admitted, failed atomic.Int64
 	var firstErr atomic.Value
@@ -310,7 +310,7 @@ func takeAllUnderLoad(t *testing.T, e *env) {
 					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
-				if outs[0].Allowed && outs[1].Allowed {
+				if outs[0].Allowed() && outs[1].Allowed() {
 					admitted.Add(1)
 				}
 			}

@@ -16,6 +16,10 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 	if s.fallback == nil {
 		return backend.Outcome{}, cause
 	}
+	if err := req.Validate(); err != nil { // the primary did not see it: validated here, once
+		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
+	}
+	sh := s.shareOf(req.Rule)
 	req, err := s.localRequest(req)
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%w (the primary: %w)", err, cause)
@@ -23,18 +27,20 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 	// The caller's context may be spent on the primary's time budget; the
 	// fallback decides in process.
 	d, err := do(s.fallback, context.WithoutCancel(ctx), req)
-	if err != nil {
+	switch {
+	case answered(err): // bad input, refused by the fallback as the primary would
+		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
+	case err != nil:
 		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: the fallback failed: %w (the primary: %w)", err, cause)
 	}
-	d.Fallback = req.Rule
-	return d, nil
+	return d, &backend.Fallback{Rules: sh.rules, Err: cause}
 }
 
 // localRequest is req under the share its fallback decides by. A cost over
 // the share's MaxCost can never fit there: it is an error wrapping
 // backend.ErrInvalidCost, which no failure mode admits, rather than a
 // request the fallback's arithmetic was never meant to see.
-func (s *Store) localRequest(req backend.Request) (backend.Request, error) {
+func (s *Store) localRequest(req backend.Request) (backend.Request, error) { // req.Rule: the primary's
 	sh := s.shareOf(req.Rule)
 	if sh.err != nil {
 		return req, sh.err
@@ -48,10 +54,11 @@ func (s *Store) localRequest(req backend.Request) (backend.Request, error) {
 }
 
 // shared is the rule the fallback decides by for a rule of the primary's,
-// or why there is none.
+// or why there is none; rules holds it alone, for a Take's Fallback.
 type shared struct {
-	rule *backend.Rule
-	err  error
+	rule  *backend.Rule
+	rules []*backend.Rule
+	err   error
 }
 
 // shareOf is rule's share, compiled once per rule (kept with it).
@@ -63,7 +70,7 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 		if err != nil {
 			return &shared{err: fmt.Errorf("ratelimit/guard: the local share: %w", err)}
 		}
-		return &shared{rule: local}
+		return &shared{rule: local, rules: []*backend.Rule{local}}
 	}).(*shared)
 }
 
@@ -73,16 +80,22 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 	}
 	shared := make([]backend.Request, len(reqs))
 	for i, req := range reqs {
+		if err := req.Validate(); err != nil { // as in local
+			return fmt.Errorf("ratelimit/guard: %w", err)
+		}
 		var err error
 		if shared[i], err = s.localRequest(req); err != nil {
 			return fmt.Errorf("%w (the primary: %w)", err, cause)
 		}
 	}
-	if err := s.fallback.TakeAll(context.WithoutCancel(ctx), shared, outs); err != nil {
+	if err := s.fallback.TakeAll(context.WithoutCancel(ctx), shared, outs); answered(err) {
+		return fmt.Errorf("ratelimit/guard: %w", err)
+	} else if err != nil {
 		return fmt.Errorf("ratelimit/guard: the fallback failed: %w (the primary: %w)", err, cause)
 	}
-	for i := range outs {
-		outs[i].Fallback = shared[i].Rule
+	rules := make([]*backend.Rule, len(shared))
+	for i := range shared {
+		rules[i] = shared[i].Rule
 	}
-	return nil
+	return &backend.Fallback{Rules: rules, Err: cause}
 }

@@ -228,12 +228,16 @@ func judge(ctx context.Context, err error) outcome {
 }
 
 // answered reports an error that is the store's answer, not its failure: a
-// refund of more than is in use, input it refuses, a call the store does
-// not support.
+// refund of more than is in use, input it refuses (bad input is validated
+// once, by the store: its refusal is neither a success nor a failure), a
+// call the store does not support.
 func answered(err error) bool {
 	return errors.Is(err, backend.ErrInvalidCost) || errors.Is(err, backend.ErrInvalidArgument) ||
+		errors.Is(err, backend.ErrInvalidKey) || errors.Is(err, backend.ErrInvalidPolicy) ||
 		errors.Is(err, errors.ErrUnsupported)
 }
+
+var errNoRule = fmt.Errorf("ratelimit/guard: %w: a request without a rule", backend.ErrInvalidArgument)
 
 // State is the breaker's state now, the most severe of its breakers' on a
 // cluster (one per node). An open breaker whose cool-down has passed turns
@@ -286,8 +290,8 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 type call func(backend.Store, context.Context, backend.Request) (backend.Outcome, error)
 
 func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backend.Outcome, error) {
-	if err := req.Validate(); err != nil { // bad input: no call, so neither a success nor a failure
-		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
+	if req.Rule == nil { // the one field the guard reads; the rest is the store's to validate
+		return backend.Outcome{}, errNoRule
 	}
 	if err := ctx.Err(); err != nil {
 		if callerDone(ctx) { // the caller went away, or its own deadline passed
@@ -321,8 +325,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
 	for i := range reqs {
-		if err := reqs[i].Validate(); err != nil {
-			return fmt.Errorf("ratelimit/guard: %w", err)
+		if reqs[i].Rule == nil {
+			return errNoRule
 		}
 	}
 	if err := ctx.Err(); err != nil {

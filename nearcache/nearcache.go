@@ -175,7 +175,7 @@ func (s *Store) Close() error {
 // Take implements backend.Store: a request of cost 1 on a key with a
 // cached denial is denied here; anything else is the store's.
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	if req.Cost != 1 || req.Validate() != nil || !s.trusted() { // bad input is the store's to refuse
+	if !cacheable(&req) || !s.trusted() {
 		return s.next.Take(ctx, req)
 	}
 	k := slotOf(&req)
@@ -195,6 +195,14 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 	return out, err
 }
 
+// cacheable reports a request the cache may answer: of cost 1, under a
+// rule, at a time a store decides at. The rest, bad input included, is the
+// store's to decide or refuse (a request is validated once, by the store):
+// a denial is only ever held for a request the store decided.
+func cacheable(req *backend.Request) bool {
+	return req.Cost == 1 && req.Rule != nil && req.Now >= 0 && req.Now <= backend.MaxMicros
+}
+
 // consider caches out, the store's answer to req (of cost 1) sent at sent
 // and generation gen, if it is a denial that holds until its RetryAfter:
 // the key at its limit or over it, on the store's own rule. Nothing frees
@@ -202,7 +210,7 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 // over the limit the key is; the answer holds until the count next drops
 // (ResetAt: at the limit, when the request fits).
 func (s *Store) consider(req *backend.Request, out backend.Outcome, sent time.Time, gen generation) {
-	if out.Allowed || out.Count < req.Rule.MaxCost() || out.RetryAfter <= 0 || out.Fallback != nil {
+	if out.Allowed() || out.Count < req.Rule.MaxCost() {
 		return
 	}
 	c := denial{out: out, rule: req.Rule, caller: req.Now != 0, sent: sent,
@@ -297,7 +305,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		return s.next.TakeAll(ctx, reqs, outs)
 	}
 	for i := range reqs {
-		if req := &reqs[i]; req.Cost == 1 && req.Validate() == nil {
+		if req := &reqs[i]; cacheable(req) {
 			if c, ok := s.cache.Get(slotOf(req)); ok {
 				if out, ok := c.answer(req); ok {
 					s.hits.Add(1)

@@ -2,6 +2,7 @@ package nearcache_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
@@ -58,7 +60,7 @@ func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
 			want := model.Take(backend.Request{Rule: rule, Key: "abuser", Cost: 1, Now: clock.Now().UnixMicro()})
 			got, err := l.Allow(ctx, "abuser")
 			require.NoError(t, err)
-			require.Equal(t, ratelimit.Decision{Allowed: want.Allowed, Limit: p.MaxCost(), Remaining: max(p.MaxCost()-int(want.Count), 0),
+			require.Equal(t, ratelimit.Decision{Allowed: want.Allowed(), Limit: p.MaxCost(), Remaining: max(p.MaxCost()-int(want.Count), 0),
 				Count: int(want.Count), ResetAt: time.UnixMicro(want.ResetAt), RetryAfter: time.Duration(want.RetryAfter) * time.Microsecond,
 				At: time.UnixMicro(want.At)}, got, "%v: request %d", alg, i)
 		}
@@ -154,4 +156,51 @@ func TestAFloodBehindMultiStaysLocal(t *testing.T) {
 	ip, err := perIP.Peek(ctx, "10.0.0.1")
 	require.NoError(t, err)
 	require.Equal(t, 5, ip.Count, "the denials took nothing from the other policy")
+}
+
+// down is a store whose server is gone.
+type down struct{ backend.Unimplemented }
+
+var errDown = errors.New("dial tcp: connection refused")
+
+func (down) Take(context.Context, backend.Request) (backend.Outcome, error) {
+	return backend.Outcome{}, errDown
+}
+func (down) Peek(context.Context, backend.Request) (backend.Outcome, error) {
+	return backend.Outcome{}, errDown
+}
+func (down) Reset(context.Context, string, string) error { return errDown }
+
+// counting counts the Takes that reach the store it wraps.
+type counting struct {
+	backend.Store
+	takes atomic.Int64
+}
+
+func (c *counting) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	c.takes.Add(1)
+	return c.Store.Take(ctx, req)
+}
+
+// A fallback's denial (beside a *backend.Fallback: the store failed) is
+// never held: it is approximate, and the store may be back on the next
+// call. Every request of a flood reaches the guard, and the fallback.
+func TestAFallbacksDenialIsNotHeld(t *testing.T) {
+	local, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = local.Close() })
+	fallback := &counting{Store: local}
+	g, err := guard.New(down{}, guard.WithFallback(fallback, 1))
+	require.NoError(t, err)
+	s := cached(t, g)
+	l, err := ratelimit.New(s, ratelimit.PerHour(2))
+	require.NoError(t, err)
+	for i := range 20 {
+		d, err := l.Allow(context.Background(), "k")
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceFallback, d.Source)
+		require.Equal(t, i < 2, d.Allowed, "request %d", i)
+	}
+	require.Equal(t, int64(20), fallback.takes.Load(), "no denial answered by the cache")
+	require.Zero(t, s.Hits())
 }

@@ -112,6 +112,6 @@ func FuzzMatchesTheModel(f *testing.F) {
 
 // decisionOf is the model's outcome as the Decision a Limiter makes of it.
 func decisionOf(o backend.Outcome, limit int) ratelimit.Decision {
-	return ratelimit.Decision{Allowed: o.Allowed, Limit: limit, Remaining: max(limit-int(o.Count), 0), Count: int(o.Count),
+	return ratelimit.Decision{Allowed: o.Allowed(), Limit: limit, Remaining: max(limit-int(o.Count), 0), Count: int(o.Count),
 		ResetAt: time.UnixMicro(o.ResetAt), RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, At: time.UnixMicro(o.At)}
 }

@@ -153,7 +153,7 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outc
 	// out is returned as the algorithm wrote it, field by field: a copy of
 	// it to another variable would read back whole what was just written
 	// a field at a time, which stalls (a tenth of a decision).
-	if err = s.takeTo(&req, &out.Outcome); err != nil {
+	if err = s.takeTo(&req, &out); err != nil {
 		out = backend.Outcome{}
 	}
 	return
@@ -237,7 +237,7 @@ func (s *Store) decideLocked(sh *shard, req *backend.Request, rd *ruled, h uint6
 		now = req.Now
 	}
 	var out backend.Outcome
-	if err = sh.decide(req, rd, h, now, storeNow, o, &out.Outcome); err != nil {
+	if err = sh.decide(req, rd, h, now, storeNow, o, &out); err != nil {
 		return backend.Outcome{}, err
 	}
 	return out, nil
@@ -300,15 +300,15 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, rds []*ru
 	for i := range reqs {
 		sh := &s.shards[hashes[i]&s.mask]
 		outs[i] = backend.Outcome{}
-		_ = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, peek, &outs[i].Outcome) // a peek stores nothing: never refused
-		all = all && outs[i].Allowed
+		_ = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, peek, &outs[i]) // a peek stores nothing: never refused
+		all = all && outs[i].Allowed()
 	}
 	for i := 0; all && i < len(reqs) && err == nil; i++ {
 		// A full store refusing a new key (RefuseNewKeys) may do so after
 		// an earlier request of the batch was recorded: the error is
 		// returned all the same.
 		sh := &s.shards[hashes[i]&s.mask]
-		err = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i].Outcome)
+		err = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i])
 	}
 	return err
 }

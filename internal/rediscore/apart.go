@@ -80,7 +80,7 @@ func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 		return err
 	}
 	for i := range outs {
-		all = all && outs[i].Allowed
+		all = all && outs[i].Allowed()
 	}
 	if !all {
 		return nil

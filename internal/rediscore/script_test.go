@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
@@ -108,7 +107,7 @@ func TestTakeApartBoundsTheGroupsInFlight(t *testing.T) {
 		for i, r := range group {
 			var k int64
 			fmt.Sscanf(r.Key, "k%d", &k)
-			outs[i] = backend.Outcome{Outcome: algorithm.Outcome{Allowed: true, Count: k, At: 1}}
+			outs[i] = backend.Outcome{Count: k, At: 1}
 		}
 		return nil
 	}

@@ -119,7 +119,7 @@ func TestEveryOrderOfLayersKeepsTheStoresAbilities(t *testing.T) {
 				key := fmt.Sprint(name, "-", len(order))
 				outs := make([]backend.Outcome, 1)
 				require.NoError(t, s.TakeAll(ctx, []backend.Request{{Rule: rule, Key: key, Cost: 2}}, outs), "TakeAll")
-				require.True(t, outs[0].Allowed)
+				require.True(t, outs[0].Allowed())
 				out, err := s.Refund(ctx, backend.Request{Rule: rule, Key: key, Cost: 1})
 				require.NoError(t, err, "Refund")
 				require.EqualValues(t, 1, out.Count)

@@ -146,7 +146,7 @@ func mixed(t *testing.T, a, b decider, alg backend.Algorithm, limit, burst int64
 					first.CompareAndSwap(nil, err.Error())
 					continue
 				}
-				if out.Allowed {
+				if out.Allowed() {
 					admitted[k].Add(1)
 				}
 			}

@@ -181,7 +181,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 			for j := 0; j < 2; j++ { // state of ours first
 				out, err := evalScript(ctx, c, req, lua.Take)
 				require.NoError(t, err, what)
-				require.True(t, out.Allowed, what)
+				require.True(t, out.Allowed(), what)
 			}
 			keys := lua.Keys(req)
 			require.NoError(t, bad.do(ctx, c, keys), what)
@@ -195,7 +195,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 			for j := 0; j < max(3*limit, limit+10); j++ {
 				out, err := evalScript(ctx, c, req, lua.Take)
 				require.NoError(t, err, "%s: take %d", what, j)
-				if out.Allowed {
+				if out.Allowed() {
 					admitted++
 				} else {
 					require.Positive(t, out.RetryAfter, "%s: a denial says when to retry", what)

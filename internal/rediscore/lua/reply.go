@@ -3,7 +3,6 @@ package lua
 import (
 	"fmt"
 
-	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -24,7 +23,11 @@ func Outcome(reply []int64) (backend.Outcome, error) {
 	if reply[0] == refused {
 		return backend.Outcome{}, fmt.Errorf("%w: a refund of more than the %d in use", backend.ErrInvalidCost, reply[1])
 	}
-	return backend.Outcome{Outcome: algorithm.Outcome{Allowed: reply[0] == 1, Count: reply[1], ResetAt: reply[2], RetryAfter: reply[3], At: reply[4]}}, nil
+	retry := int64(0) // an admission
+	if reply[0] != 1 {
+		retry = max(reply[3], 1) // a denial's, at least 1µs as the algorithms' (package algorithm)
+	}
+	return backend.Outcome{Count: reply[1], ResetAt: reply[2], RetryAfter: retry, At: reply[4]}, nil
 }
 
 // Outcomes reads the script's reply for several requests into outs.
