@@ -13,7 +13,7 @@ import (
 // n for the store (into the caller's variable: a Request returned beside
 // the policy and an error is stored and reloaded, a fifth of a memory
 // decision). A cost the policy can never admit, and a caller's clock
-// outside [MinTime, MaxTime], are refused here, before any I/O.
+// outside [minTime, maxTime], are refused here, before any I/O.
 func (l *Limiter) request(ctx context.Context, key string, n int, req *backend.Request) (*compiled, error) {
 	if l.policyFunc == nil && l.clock == nil { // the common Limiter, inlined
 		c := l.policy.Load()

@@ -27,20 +27,20 @@ const (
 // time outside them is refused with ErrInvalidArgument before any I/O, as
 // no store could decide it exactly.
 var (
-	// MinTime is the earliest time a request may be decided at: a
+	// minTime is the earliest time a request may be decided at: a
 	// microsecond after the Unix epoch.
-	MinTime = time.UnixMicro(backend.MinMicros)
-	// MaxTime is the latest: 2^53 µs after the epoch less four of the
+	minTime = time.UnixMicro(backend.MinMicros)
+	// maxTime is the latest: 2^53 µs after the epoch less four of the
 	// longest windows (in the year 2254).
-	MaxTime = time.UnixMicro(backend.MaxMicros)
+	maxTime = time.UnixMicro(backend.MaxMicros)
 )
 
 // validateTime reports, wrapping ErrInvalidArgument, a caller's time outside
-// [MinTime, MaxTime], at which no store can decide exactly.
+// [minTime, maxTime], at which no store can decide exactly.
 func validateTime(t time.Time) error {
-	if t.Before(MinTime) || t.After(MaxTime) {
+	if t.Before(minTime) || t.After(maxTime) {
 		return fmt.Errorf("%w: time %v is outside [%v, %v], where every store decides exactly", ErrInvalidArgument,
-			t.UTC().Format(time.RFC3339Nano), MinTime.UTC().Format(time.RFC3339Nano), MaxTime.UTC().Format(time.RFC3339))
+			t.UTC().Format(time.RFC3339Nano), minTime.UTC().Format(time.RFC3339Nano), maxTime.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

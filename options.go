@@ -32,7 +32,9 @@ func WithPrefix(prefix string) Option { return func(l *Limiter) { l.prefix = pre
 // keeps instances with skewed clocks on one window; use a caller's clock for
 // tests, or when a network store must not call TIME. Callers' clocks skewed
 // by up to backend.MaxSkew share one timeline per key (a Decision's At may
-// then be ahead of now()); keep them closer than that.
+// then be ahead of now()); keep them closer than that. A time before the
+// epoch's first microsecond or after 2254 (backend.MaxMicros) is refused
+// with ErrInvalidArgument: no store decides it exactly.
 func WithCallerClock(now func() time.Time) Option { return func(l *Limiter) { l.clock = now } }
 
 // WithName names the Limiter's policy ("per-user", "per-ip"...) in Events

@@ -47,11 +47,6 @@ const (
 	GCRA = backend.GCRA
 )
 
-// Algorithms returns every algorithm a Policy may name, in the order of
-// their values (a new slice each time). Their String is "sliding",
-// "fixed", "counter" and "gcra".
-func Algorithms() []Algorithm { return backend.Algorithms() }
-
 // Bounds of a Policy: every backend decides within them exactly (Lua
 // numbers are doubles, exact up to 2^53) and in bounded time and memory.
 const (
@@ -124,7 +119,8 @@ func TokenBucket(rate int, period time.Duration, burst int) Policy {
 // window not in [1ms, MaxWindow], a burst on a window algorithm, a GCRA
 // queue too long to compute exactly, an unknown algorithm.
 func (p Policy) Validate() error {
-	return backend.CheckPolicy(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst))
+	_, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(p.Window, backend.MinWindow), "")
+	return err
 }
 
 // MaxCost is the largest cost a request may have under p: Limit, or Burst

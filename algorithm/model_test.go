@@ -40,7 +40,7 @@ func take(st state, now int64, r algorithm.Rate, n int64) algorithm.Outcome {
 // including clocks that step back (a little, as skewed callers do, and an
 // hour, as a stepped clock does), refunds and policy changes.
 func TestTheAlgorithmsMatchTheModel(t *testing.T) {
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			for seed := int64(1); seed <= 4; seed++ {
 				matchTheModel(t, alg, seed)

@@ -81,7 +81,7 @@ type Rule struct {
 // one wrapping ErrInvalidKey, and a retention outside [window, MaxWindow]
 // one wrapping ErrInvalidArgument. The window is kept to the microsecond.
 func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, retain time.Duration, prefix string) (*Rule, error) {
-	if err := CheckPolicy(alg, limit, window, burst); err != nil {
+	if err := checkPolicy(alg, limit, window, burst); err != nil {
 		return nil, err
 	}
 	if len(prefix) > MaxPrefixLen {
@@ -101,11 +101,11 @@ func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, reta
 	return r, nil
 }
 
-// CheckPolicy reports, wrapping ErrInvalidPolicy, why a policy cannot be
+// checkPolicy reports, wrapping ErrInvalidPolicy, why a policy cannot be
 // compiled: a limit or burst not in [1, MaxLimit], a sliding log over
 // MaxLogLimit, a window not in [MinWindow, MaxWindow], a burst on a window
 // algorithm, a GCRA queue too long to compute exactly, an unknown algorithm.
-func CheckPolicy(alg Algorithm, limit int64, window time.Duration, burst int64) error {
+func checkPolicy(alg Algorithm, limit int64, window time.Duration, burst int64) error {
 	switch {
 	case limit <= 0:
 		return fmt.Errorf("%w: limit %d is not positive", ErrInvalidPolicy, limit)

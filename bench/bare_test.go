@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
@@ -23,7 +24,7 @@ func BenchmarkRedisBareEvalSha(b *testing.B) {
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 128, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		b.Run(alg.String(), func(b *testing.B) {
 			sc := goredis.NewScript(lua.For(alg).Text)
 			if err := sc.Load(ctx, c).Err(); err != nil {

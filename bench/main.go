@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 type config struct {
@@ -108,7 +109,7 @@ func main() {
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	backend := fs.String("backend", "memory", "memory, redis, valkey, redis-cluster, valkey-cluster, or all (the first three)")
+	backendFlag := fs.String("backend", "memory", "memory, redis, valkey, redis-cluster, valkey-cluster, or all (the first three)")
 	alg := fs.String("algorithm", "all", "sliding, fixed, counter, gcra or all")
 	cfg := config{}
 	fs.StringVar(&cfg.addr, "addr", "", "host:port of the server for redis/valkey, or the comma-separated nodes of a cluster (default: start a throwaway redis-server/valkey-server from PATH, or for a -cluster backend three masters and three replicas)")
@@ -128,13 +129,13 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
-	switch *backend {
+	switch *backendFlag {
 	case "memory", "redis", "valkey", "redis-cluster", "valkey-cluster":
-		cfg.backends = []string{*backend}
+		cfg.backends = []string{*backendFlag}
 	case "all":
 		cfg.backends = []string{"memory", "redis", "valkey"}
 	default:
-		return cfg, fmt.Errorf("-backend %q: want memory, redis, valkey, redis-cluster, valkey-cluster or all", *backend)
+		return cfg, fmt.Errorf("-backend %q: want memory, redis, valkey, redis-cluster, valkey-cluster or all", *backendFlag)
 	}
 	if cfg.abusive < 0 || cfg.abusive > 1 {
 		return cfg, fmt.Errorf("-abusive %v: want a share from 0 to 1", cfg.abusive)
@@ -142,7 +143,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.policies < 1 || cfg.policies > 16 {
 		return cfg, fmt.Errorf("-policies %d: want 1 to 16", cfg.policies)
 	}
-	for _, a := range ratelimit.Algorithms() {
+	for _, a := range backend.Algorithms() {
 		if *alg == "all" || *alg == a.String() {
 			cfg.algorithms = append(cfg.algorithms, a)
 		}
@@ -166,7 +167,7 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("-fault %q: want stall or kill", cfg.fault)
 	case cfg.fault != "" && cfg.addr != "":
 		return cfg, errors.New("-fault needs a throwaway server of its own: drop -addr")
-	case cfg.fault != "" && *backend == "memory":
+	case cfg.fault != "" && *backendFlag == "memory":
 		return cfg, errors.New("-fault needs a server: -backend redis, valkey, redis-cluster, valkey-cluster or all")
 	}
 	if cfg.concurrency < 1 || cfg.keys < 1 || cfg.duration <= 0 {

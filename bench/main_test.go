@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
@@ -75,11 +76,11 @@ func TestShortRunOnTheMemoryStore(t *testing.T) {
 	var out, progress bytes.Buffer
 	require.NoError(t, run(cfg, &out, &progress))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, len(ratelimit.Algorithms()), "a row per algorithm")
+	require.Len(t, lines, len(backend.Algorithms()), "a row per algorithm")
 	for i, line := range lines {
 		var r map[string]any
 		require.NoError(t, json.Unmarshal([]byte(line), &r))
-		require.Equal(t, ratelimit.Algorithms()[i].String(), r["algorithm"])
+		require.Equal(t, backend.Algorithms()[i].String(), r["algorithm"])
 		for _, field := range []string{"backend", "algorithm", "concurrency", "ops_per_sec", "p50_us", "p99_us", "allocs_per_op",
 			"roundtrips_per_decision", "bytes_per_key", "decisions", "allowed", "limit", "denied_share", "over_admissions"} {
 			require.Contains(t, r, field)

@@ -89,7 +89,7 @@ func cancelledContext(t *testing.T, e *env) {
 // refusesWhatItCannotDecide calls the store itself with requests no
 // Limiter sends: a cost outside [1, MaxCost] (a cost over the limit once
 // divided by zero in the memory store's counter, a panic that left a lock
-// held) and a caller's time outside [MinTime, MaxTime] (a time before the
+// held) and a caller's time outside [backend.MinMicros, backend.MaxMicros] µs (a time before the
 // epoch once made a server's script run forever). Every method refuses
 // them with the sentinel, and nothing is recorded.
 func refusesWhatItCannotDecide(t *testing.T, e *env) {
@@ -105,7 +105,7 @@ func refusesWhatItCannotDecide(t *testing.T, e *env) {
 		{"an empty key", e.request("", "", p, 1), ratelimit.ErrInvalidKey},
 		{"no rule", backend.Request{Key: "user", Cost: 1}, ratelimit.ErrInvalidArgument},
 		{"a time before the epoch", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
-		{"a time after MaxTime", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
+		{"a time after MaxMicros", e.request("", "user", p, 1), ratelimit.ErrInvalidArgument},
 	}
 	bad[4].req.Now = -1 // before the epoch (0 is the store's clock)
 	bad[5].req.Now = backend.MaxMicros + 1

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/guard"
 )
@@ -24,7 +25,7 @@ import (
 // shard stays free.
 func TestDegradedModeNeverPanicsNorHangs(t *testing.T) {
 	const limit = 10
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		for _, instances := range []int{2, 3, 4, 6, 11} {
 			t.Run(fmt.Sprintf("%v/%d instances", alg, instances), func(t *testing.T) {
 				primary := &flaky{Store: newMemory(t)}

@@ -142,7 +142,7 @@ func WithFallback(local backend.Store, instances int) Option {
 // WithLocalShare replaces the share of WithFallback: for a request under a
 // rule of limit and burst (burst 0 but for GCRA), the fallback decides under
 // the same algorithm and window with the limit and burst share returns. A
-// share out of bounds (see backend.CheckPolicy) makes the call fail with an
+// share out of bounds (see backend.NewRule) makes the call fail with an
 // error wrapping backend.ErrInvalidPolicy.
 func WithLocalShare(share func(limit, burst int64) (localLimit, localBurst int64)) Option {
 	return func(c *config) { c.share = share }

@@ -42,7 +42,7 @@ func TestConformance(t *testing.T) {
 // A flood on one key at its limit costs the store one call per retry-after,
 // not one per request, and every answer is the model's.
 func TestAFloodOnADeniedKeyStaysLocal(t *testing.T) {
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		m, err := memory.New()
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 )
 
@@ -18,7 +19,7 @@ import (
 // BenchmarkMemory in ./bench measures 1 and 64 goroutines over 1,000 keys,
 // side by side with the other backends.
 func BenchmarkAllow(b *testing.B) {
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 100, time.Second)
 		b.Run(alg.String()+"/store-clock", func(b *testing.B) {
 			s, err := memory.New()

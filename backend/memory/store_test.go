@@ -152,7 +152,7 @@ func TestWarmKeyDoesNotAllocate(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 		l := newLimiter(t, s, ratelimit.NewPolicy(alg, 100, time.Second), clock.Now)
 		allocs := testing.AllocsPerRun(10_000, func() {
@@ -258,7 +258,7 @@ func TestAFloodOfNewKeys(t *testing.T) {
 // With WithRetention the state is kept for the retention, whatever the
 // window was.
 func TestSweepKeepsTheRetention(t *testing.T) {
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
 		s, err := memory.New(memory.WithStoreClock(clock.Now), memory.WithSweepInterval(0))
 		if err != nil {
@@ -300,7 +300,7 @@ func TestSweepGoesByTheStoresClockWhateverTheCallersSays(t *testing.T) {
 	}
 	defer s.Close()
 	caller := func() time.Time { return store.now.Add(-2 * time.Minute) }
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, 3, time.Minute), ratelimit.WithCallerClock(caller), ratelimit.WithPrefix(alg.String()+":"))
 		require.NoError(t, err)
 		admitted := 0

@@ -46,7 +46,7 @@ func callRows(rateSHA string) []callRow {
 	rows := []callRow{{name: redisRate + " EVALSHA", cmd: "evalsha", words: func(i int) []any {
 		return []any{"evalsha", rateSHA, 1, "calls:rr:{" + strconv.Itoa(i) + "}", callLimit, callLimit, 1, 1}
 	}}}
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		burst := int64(0)
 		if alg == ratelimit.GCRA {
 			burst = callLimit

@@ -85,7 +85,7 @@ func memoryMakers() []maker {
 		return s, func() { _ = s.Close() }, nil
 	}
 	var ms []maker
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		ms = append(ms, ours("ratelimit memory "+alg.String(), alg, newMemory))
 	}
 	return append(ms,
@@ -165,14 +165,14 @@ func networkMakers(addr string, conns int) []maker {
 		return goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
 	}
 	var ms []maker
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c := newGoRedis()
 			s, err := redis.New(c)
 			return s, func() { _ = c.Close() }, err
 		}))
 	}
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		ms = append(ms, ours("ratelimit valkey "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, MaxFlushDelay: 50 * time.Microsecond})
 			if err != nil {

@@ -31,7 +31,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
@@ -309,7 +309,7 @@ func report(out io.Writer, c config, sc scenario, rows []row) error {
 	}
 	if sc.network {
 		fmt.Fprint(out, "valkey-go over go-redis, decisions/s:")
-		for _, alg := range ratelimit.Algorithms() {
+		for _, alg := range backend.Algorithms() {
 			i := slices.IndexFunc(rows, func(r row) bool { return r.Contender == "ratelimit redis "+alg.String() })
 			j := slices.IndexFunc(rows, func(r row) bool { return r.Contender == "ratelimit valkey "+alg.String() })
 			if i >= 0 && j >= 0 {

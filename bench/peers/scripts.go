@@ -87,7 +87,7 @@ func loopScripts(rateText string) []loopScript {
 		// burst, rate, period (s), cost
 		{name: redisRate, text: rateText, keys: []string{"rr:" + loopKey}, args: []string{limit, limit, strconv.FormatFloat(loopWindow.Seconds(), 'f', -1, 64), "1"}},
 	}
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		burst := int64(0)
 		if alg == ratelimit.GCRA {
 			burst = loopLimit

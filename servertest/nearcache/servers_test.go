@@ -39,7 +39,7 @@ func TestNearCachesHearResets(t *testing.T) {
 
 func nearCachesHearResets(t *testing.T, addr string, newStore storetest.NewStore) {
 	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			pre := storetest.Prefix()
 			cached := func() (*ratelimit.Limiter, *nearcache.Store) {
@@ -140,7 +140,7 @@ func TestNearCacheDropsOvertakenDenials(t *testing.T) {
 
 func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore storetest.NewStore) {
 	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			gate := testserver.NewGate(t, addr)
 			listen := newStore(t, addr)

@@ -45,7 +45,7 @@ func TestOneDecisionIsOneCommand(t *testing.T) {
 	hook := &countingHook{}
 	c.AddHook(hook)
 	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		l := newLimiter(t, store(t, c), ratelimit.NewPolicy(alg, 5, time.Minute))
 		_, err := l.Allow(ctx, "warm-up") // loads the functions once (FCALL, FUNCTION LOAD, FCALL)
 		require.NoError(t, err)
@@ -101,7 +101,7 @@ func TestAllocationsPerDecision(t *testing.T) {
 		t.Skip("allocation counts are meaningless under -race")
 	}
 	s := store(t, client(t))
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		// A deadline, as the Limiter's budget gives, and within the
 		// client's read timeout (else the store caps it: four more).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -135,7 +135,7 @@ func TestKeysShareOneHashTag(t *testing.T) {
 		var tags []string
 		for _, prefix := range []string{ratelimit.DefaultPrefix, "", "x{}:", "{p}"} {
 			all := lua.AllKeys(prefix, key)
-			for _, alg := range ratelimit.Algorithms() {
+			for _, alg := range backend.Algorithms() {
 				p := ratelimit.NewPolicy(alg, 1, time.Second)
 				rule, err := backend.NewRule(alg, int64(p.Limit), p.Window, int64(p.Burst), p.Window, prefix)
 				require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 func Spread(t *testing.T, addrs []string, store backend.Store) {
 	ctx := context.Background()
 	pre := Prefix()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		l := Limiter(t, store, ratelimit.NewPolicy(alg, 10, time.Minute), pre+alg.String()+":", clusterBudget)
 		for u := 0; u < 1000; u++ {
 			_, err := l.Allow(ctx, "user-"+strconv.Itoa(u))
@@ -30,7 +30,7 @@ func Spread(t *testing.T, addrs []string, store backend.Store) {
 		}
 	}
 	want := 0
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		want += 1000 * len(storedKeysOf(t, pre+alg.String()+":", "user-0", ratelimit.NewPolicy(alg, 10, time.Minute)))
 	}
 	held := map[string]int{}

@@ -164,7 +164,7 @@ func CorruptState(t *testing.T, kind testserver.Kind) {
 	now := time.Now().UnixMicro()
 	cases := 0
 	policies := []ratelimit.Policy{ratelimit.PerHour(lua.ShortLog + 1)} // a sliding log's longer form
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		policies = append(policies, ratelimit.NewPolicy(alg, 5, time.Hour))
 		if alg == ratelimit.GCRA {
 			policies[len(policies)-1] = ratelimit.TokenBucket(1, time.Hour/5, 5)

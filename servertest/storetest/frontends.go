@@ -49,7 +49,7 @@ func scripts(t *testing.T, a *goredis.Client) int64 {
 // and every request reached the server (41 and 40 scripts).
 func nearCacheBehindMulti(t *testing.T, addr string, newStore NewStore) {
 	ctx, a := context.Background(), Admin(t, addr)
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			cache, err := nearcache.New(newStore(t, addr))
 			require.NoError(t, err)

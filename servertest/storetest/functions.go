@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
@@ -41,7 +42,7 @@ func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 			if tc.acl != nil {
 				require.NoError(t, a.Do(ctx, tc.acl...).Err())
 			}
-			for _, alg := range ratelimit.Algorithms() {
+			for _, alg := range backend.Algorithms() {
 				l := Limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(alg, 5, time.Hour), Prefix())
 				_, err := l.Allow(ctx, "warm-up") // the library or the script loaded
 				require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
@@ -24,7 +25,7 @@ func history(t *testing.T, addr string, newStore NewStore) {
 		time.Sleep(left) // a fixed window of 10s must not end during the check
 	}
 	var wg sync.WaitGroup
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		wg.Add(1)
 		go func() { // in parallel: one wait for all
 			defer wg.Done()

@@ -85,7 +85,7 @@ func requireAnswers(t *testing.T, addr string) {
 
 // fuzzScripts runs the script itself, through EVALSHA, on random keys with
 // random prior state (written by earlier calls at random accepted times,
-// extremes included: the epoch, MaxTime, clocks that jump back; and 1 call
+// extremes included: the epoch, MaxMicros, clocks that jump back; and 1 call
 // in 15 by hand first: NaN, ±Inf, negatives, random bytes, wrong types in
 // any field) and random arguments within what the stores
 // accept. Each call must end: the client's
@@ -123,7 +123,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		ratelimit.TokenBucket(1, ratelimit.MaxWindow, 521), // the largest burst at that rate
 		ratelimit.TokenBucket(7, 3*time.Millisecond, 1),
 	}
-	maxUs := ratelimit.MaxTime.UnixMicro()
+	maxUs := backend.MaxMicros
 	now := int64(0)
 	nextTime := func(window int64) int64 {
 		switch rng.IntN(10) {

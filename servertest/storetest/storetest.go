@@ -52,7 +52,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 func PrefixesOnACluster(t *testing.T, store backend.Store) {
 	ctx := context.Background()
 	for _, prefix := range []string{"x{}:", "{tenant}:", "a}{b:"} {
-		for _, alg := range ratelimit.Algorithms() {
+		for _, alg := range backend.Algorithms() {
 			l := Limiter(t, store, ratelimit.NewPolicy(alg, 2, time.Hour), prefix, clusterBudget)
 			require.NoError(t, l.Reset(ctx, "user"))
 			for i := 1; i <= 3; i++ {

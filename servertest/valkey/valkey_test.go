@@ -120,7 +120,7 @@ func TestSharesStateWithTheRedisBackend(t *testing.T) {
 	rc := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	defer rc.Close()
 	ctx := context.Background()
-	for _, alg := range ratelimit.Algorithms() {
+	for _, alg := range backend.Algorithms() {
 		p := ratelimit.NewPolicy(alg, 4, time.Hour) // no fixed window ends mid-test
 		viaValkey, viaRedis := limiter(t, store(t, client(t)), p), limiter(t, redisStore(t, rc), p)
 		for i := 1; i <= 4; i++ {
