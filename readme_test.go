@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
 )
 
 // Every complete program in the README (a Go block that starts with
@@ -93,45 +96,49 @@ func TestTheDocsNameTestsThatExist(t *testing.T) {
 	require.Greater(t, checked, 5, "the docs name their evidence")
 }
 
-// The README's install recipe works for a module that no proxy has: its
-// lines, run as written in a scratch module beside a program, with the
-// proxy and the checksum database off, give a module that builds.
+// The README's install recipe works for a module that no proxy has, with
+// the clone in a folder of any name anywhere: its lines, run as written by
+// a shell in a scratch module holding the memory and Redis programs, with
+// the clone's path in RL and the proxy and the checksum database off, give
+// a module that builds. (It once assumed a clone named ratelimit beside
+// the module.)
 func TestTheInstallRecipeWorksWithoutAProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	install := regexp.MustCompile("```sh\n([^`]*go mod edit -replace[^`]*)```").FindStringSubmatch(string(readme))
-	require.NotNil(t, install, "the README's install recipe")
-	program := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindStringSubmatch(string(readme))
-	require.NotNil(t, program)
+	install := regexp.MustCompile("```sh\n(RL=[^`]*go mod edit -replace[^`]*)```").FindStringSubmatch(string(readme))
+	require.NotNil(t, install, "the README's install recipe, setting RL")
+	programs := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindAllStringSubmatch(string(readme), -1)
+	require.GreaterOrEqual(t, len(programs), 2)
 	root, err := os.Getwd()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	clone := filepath.Join(dir, "ratelimit") // the recipe's ../ratelimit
+	clone := filepath.Join(dir, "src", "rl-fork") // not named ratelimit, not beside the module
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "src"), 0o755))
 	require.NoError(t, os.Symlink(root, clone))
-	app := filepath.Join(dir, "app")
-	require.NoError(t, os.Mkdir(app, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(app, "main.go"), []byte(program[1]), 0o644))
-	run := func(args ...string) {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = app
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=")
+	app := filepath.Join(dir, "work", "app")
+	require.NoError(t, os.MkdirAll(app, 0o755))
+	for i, p := range programs[:2] { // the memory program and the Redis one
+		pkg := filepath.Join(app, fmt.Sprint("cmd", i))
+		require.NoError(t, os.Mkdir(pkg, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(pkg, "main.go"), []byte(p[1]), 0o644))
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=")
+	run := func(name string, args ...string) {
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = app, env
 		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+		require.NoError(t, err, "%s %s:\n%s", name, strings.Join(args, " "), out)
 	}
-	run("mod", "init", "example.com/app")
-	lines := 0
-	for _, line := range strings.Split(install[1], "\n") {
-		line, _, _ = strings.Cut(line, "#")
-		if fields := strings.Fields(line); len(fields) > 1 && fields[0] == "go" {
-			run(fields[1:]...)
-			lines++
-		}
-	}
-	require.GreaterOrEqual(t, lines, 2, "a replace and a tidy")
-	run("build", "./...")
+	run("go", "mod", "init", "example.com/app")
+	rel, err := filepath.Rel(app, clone)
+	require.NoError(t, err)
+	script := regexp.MustCompile(`(?m)^RL=\S*`).ReplaceAllString(install[1], "RL="+rel)
+	require.Contains(t, script, "RL=../../src/rl-fork")
+	run("sh", "-ec", script)
+	run("go", "build", "./...")
 }
 
 // A program on the memory store alone holds no Redis or Valkey client in
@@ -162,4 +169,22 @@ func TestAMemoryProgramsGraphHoldsNoClient(t *testing.T) {
 	for _, client := range []string{"github.com/redis/go-redis", "github.com/valkey-io/valkey-go"} {
 		require.NotContains(t, string(out), client)
 	}
+}
+
+// The README stays a page a newcomer reads whole: at most 200 lines (it
+// had grown to 238), the rest in docs/.
+func TestTheREADMEStaysShort(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	lines := strings.Count(string(readme), "\n")
+	require.LessOrEqual(t, lines, 200, "README.md: %d lines", lines)
+	require.Contains(t, string(readme), "What it does not do", "what it is not for, beside what it is")
+}
+
+// docs/keys.md gives the default prefix the Limiter uses (it once gave
+// "rl:", which no release used).
+func TestTheKeyLayoutGivesTheDefaultPrefix(t *testing.T) {
+	keys, err := os.ReadFile("docs/keys.md")
+	require.NoError(t, err)
+	require.Contains(t, string(keys), "(default `"+ratelimit.DefaultPrefix+"`)")
 }

@@ -72,6 +72,36 @@
 //     beyond it: the Log drops the newest units, the windows lower the
 //     current count (the counter then the previous one), GCRA lowers the
 //     level by n*u (to 0 at most).
+//
+// # Saved state
+//
+// Every state saves itself as bytes (encoding.BinaryMarshaler) and loads
+// itself back (encoding.BinaryUnmarshaler), so that a backend that decides
+// in Go on another store (a SQL row, a key-value server) keeps the exact
+// state between decisions: load, decide, save, in one transaction. A state
+// loaded decides exactly as the one saved would have. How long it must be
+// kept is its Life (at least), past which it holds nothing that counts.
+//
+// The format, for a tool or a stored procedure that shares rows with Go
+// instances: one version byte (1), then integers, each a zigzag varint
+// (encoding/binary.AppendVarint); times are µs since the Unix epoch.
+//
+//   - Fixed: started (0 or 1), the window's start, its count, the window
+//     length the start is aligned to (0: none known).
+//   - SlidingCounter: started (0 or 1), the current window's start, the
+//     previous window's count, the current window's count.
+//   - Bucket: the time of the level, the level (in units), the unit a
+//     request weighed and the drain per µs when it was written (0 and 0
+//     for an empty bucket).
+//   - Log: the number of entries, then per entry, oldest first, its time
+//     (the first in full, each other from the one before: never negative)
+//     and its cost (at least 1).
+//
+// Compatibility: a release reads the bytes every earlier release wrote. A
+// change of format takes a new version byte, and the readers of the
+// earlier versions stay; bytes of a version a release does not know are
+// ErrBadState to it (no state: decided as a fresh key). TestTheSavedBytes
+// pins the bytes of version 1.
 package algorithm
 
 // MaxSkew is how far, µs, a request's time may be behind a key's and still

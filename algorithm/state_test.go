@@ -2,6 +2,10 @@ package algorithm
 
 import (
 	"encoding"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -123,5 +127,22 @@ func TestOutOfBoundNumbersAreNoState(t *testing.T) {
 	// The largest state a decision writes still loads.
 	for _, alg := range []kind{fixedWindow, slidingWindowCounter, gcra} {
 		require.NoError(t, fresh(alg).UnmarshalBinary(appendInts(nil, 1, MaxStored, MaxStored, MaxStored)), "%v", alg)
+	}
+}
+
+// The saved-state format is in the package documentation, where go doc
+// shows it (it was once a comment detached from any declaration).
+func TestTheStateFormatIsDocumented(t *testing.T) {
+	fset := token.NewFileSet()
+	files := []*ast.File{}
+	for _, name := range []string{"algorithm.go", "state.go"} {
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	p, err := doc.NewFromFiles(fset, files, "github.com/ratelimit-go/ratelimit/algorithm")
+	require.NoError(t, err)
+	for _, s := range []string{"# Saved state", "zigzag varint", "Fixed: started", "Bucket: the time of the level", "Compatibility:"} {
+		require.Contains(t, p.Doc, s)
 	}
 }

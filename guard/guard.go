@@ -131,9 +131,9 @@ func WithFallback(local backend.Store, instances int) Option {
 	return func(c *config) {
 		switch {
 		case local == nil:
-			c.err = errors.Join(c.err, fmt.Errorf("%w: nil fallback store", backend.ErrInvalidArgument))
+			c.err = errors.Join(c.err, fmt.Errorf("ratelimit/guard: %w: nil fallback store", backend.ErrInvalidArgument))
 		case instances < 1:
-			c.err = errors.Join(c.err, fmt.Errorf("%w: %d instances share the limit, want at least 1", backend.ErrInvalidArgument, instances))
+			c.err = errors.Join(c.err, fmt.Errorf("ratelimit/guard: %w: %d instances share the limit, want at least 1", backend.ErrInvalidArgument, instances))
 		}
 		c.fallback, c.instances = local, instances
 	}
@@ -182,13 +182,13 @@ func New(primary backend.Store, opts ...Option) (*Store, error) {
 	case c.err != nil:
 		return nil, c.err
 	case primary == nil:
-		return nil, fmt.Errorf("%w: nil primary store", backend.ErrInvalidArgument)
+		return nil, fmt.Errorf("ratelimit/guard: %w: nil primary store", backend.ErrInvalidArgument)
 	case c.failures < 1:
-		return nil, fmt.Errorf("%w: %d failures open the breaker, want at least 1", backend.ErrInvalidArgument, c.failures)
+		return nil, fmt.Errorf("ratelimit/guard: %w: %d failures open the breaker, want at least 1", backend.ErrInvalidArgument, c.failures)
 	case c.coolDown <= 0:
-		return nil, fmt.Errorf("%w: cool-down %v is not positive", backend.ErrInvalidArgument, c.coolDown)
+		return nil, fmt.Errorf("ratelimit/guard: %w: cool-down %v is not positive", backend.ErrInvalidArgument, c.coolDown)
 	case c.share != nil && c.fallback == nil:
-		return nil, fmt.Errorf("%w: a local share without a fallback store", backend.ErrInvalidArgument)
+		return nil, fmt.Errorf("ratelimit/guard: %w: a local share without a fallback store", backend.ErrInvalidArgument)
 	}
 	s := &Store{primary: primary, fallback: c.fallback, share: c.share, owned: owner.New()}
 	if s.share == nil {

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,9 +234,11 @@ func TestBadConfigurationIsRefused(t *testing.T) {
 	} {
 		_, err := guard.New(m, opts...)
 		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, name)
+		require.True(t, strings.HasPrefix(err.Error(), "ratelimit/guard: "), "%s: %v: the package first", name, err)
 	}
 	_, err := guard.New(nil)
 	require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, "nil primary")
+	require.True(t, strings.HasPrefix(err.Error(), "ratelimit/guard: "), "%v", err)
 
 	// A local share out of bounds fails the call, and changes nothing.
 	primary := &flaky{Store: m}

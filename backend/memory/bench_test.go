@@ -56,3 +56,40 @@ func benchSerial(b *testing.B, l *ratelimit.Limiter) {
 		}
 	}
 }
+
+// BenchmarkLayers measures a decision on one warm key (GCRA, mostly
+// denials) by the store alone, through backend.Store, and through a
+// Limiter: the difference is the Limiter's cost (docs/figures.md).
+func BenchmarkLayers(b *testing.B) {
+	ctx := context.Background()
+	s, err := memory.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rule, err := backend.NewRule(backend.GCRA, 100, time.Second, 100, time.Second, "store:")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var store backend.Store = s
+	b.Run("store", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := store.Take(ctx, backend.Request{Rule: rule, Key: "warm", Cost: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	l, err := ratelimit.New(s, ratelimit.TokenBucket(100, time.Second, 100), ratelimit.WithPrefix("limiter:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("limiter", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := l.Allow(ctx, "warm"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,7 +108,9 @@ func TestTheAlgorithmsShareTheBoundAndTheFloodEvictsItsOwn(t *testing.T) {
 	require.Equal(t, uint64(10*maxKeys-room), s.ActiveEvictions(), "each flood key past the room evicted one, and no victim")
 }
 
-// A bound under 1 once became 1 silently; it is now an error, and no store.
+// A bound under 1 once became 1 silently; it is now an error, and no store,
+// which names its package first, as every error of the module does (these
+// once began with the sentinel's "ratelimit:").
 func TestBadOptionsAreAnError(t *testing.T) {
 	for name, o := range map[string]memory.Option{
 		"WithMaxKeys(0)": memory.WithMaxKeys(0), "WithMaxKeys(-1)": memory.WithMaxKeys(-1), "WithMaxEntries(0)": memory.WithMaxEntries(0),
@@ -115,6 +118,7 @@ func TestBadOptionsAreAnError(t *testing.T) {
 	} {
 		s, err := memory.New(o)
 		require.ErrorIs(t, err, ratelimit.ErrInvalidArgument, name)
+		require.True(t, strings.HasPrefix(err.Error(), "ratelimit/memory: "), "%s: %v", name, err)
 		require.Nil(t, s, name)
 	}
 }

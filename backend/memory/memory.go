@@ -82,13 +82,13 @@ func New(opts ...Option) (*Store, error) {
 	}
 	switch {
 	case c.maxKeys < 1:
-		return nil, fmt.Errorf("%w: memory: WithMaxKeys(%d), want at least 1", backend.ErrInvalidArgument, c.maxKeys)
+		return nil, fmt.Errorf("ratelimit/memory: %w: WithMaxKeys(%d), want at least 1", backend.ErrInvalidArgument, c.maxKeys)
 	case c.maxEntries < 1:
-		return nil, fmt.Errorf("%w: memory: WithMaxEntries(%d), want at least 1", backend.ErrInvalidArgument, c.maxEntries)
+		return nil, fmt.Errorf("ratelimit/memory: %w: WithMaxEntries(%d), want at least 1", backend.ErrInvalidArgument, c.maxEntries)
 	case c.shards < 1:
-		return nil, fmt.Errorf("%w: memory: WithShards(%d), want at least 1", backend.ErrInvalidArgument, c.shards)
+		return nil, fmt.Errorf("ratelimit/memory: %w: WithShards(%d), want at least 1", backend.ErrInvalidArgument, c.shards)
 	case c.whenFull != EvictLeastRecent && c.whenFull != RefuseNewKeys:
-		return nil, fmt.Errorf("%w: memory: WithWhenFull(%d), an unknown policy", backend.ErrInvalidArgument, c.whenFull)
+		return nil, fmt.Errorf("ratelimit/memory: %w: WithWhenFull(%d), an unknown policy", backend.ErrInvalidArgument, c.whenFull)
 	}
 	start := time.Now()
 	n := 1
@@ -251,7 +251,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		return err
 	}
 	if len(outs) != len(reqs) {
-		return fmt.Errorf("%w: ratelimit/memory: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+		return fmt.Errorf("ratelimit/memory: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
 	hashes := make([]uint64, len(reqs))
 	rds := make([]*ruled, len(reqs))

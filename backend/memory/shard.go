@@ -66,7 +66,7 @@ func (sh *shard) decide(req *backend.Request, rd *ruled, h uint64, now, storeNow
 
 // takeHeld decides a Take of a key the shard holds under an O(1)
 // algorithm, on the record's concrete state, and reports whether it did:
-// false changes nothing (see Store.TakeTo).
+// false changes nothing (see Store.Take).
 func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) bool {
 	// The three cases are written out: a generic helper calls TakeTo
 	// through its dictionary or a func value, and escape analysis then
@@ -178,7 +178,7 @@ func enter[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h uin
 
 // overRefund is the error of a refund of more than the held quota.
 func overRefund(req *backend.Request, held int64) error {
-	return fmt.Errorf("%w: a refund of %d, and %q holds %d", backend.ErrInvalidCost, req.Cost, req.Key, held)
+	return fmt.Errorf("ratelimit/memory: %w: a refund of %d, and %q holds %d", backend.ErrInvalidCost, req.Cost, req.Key, held)
 }
 
 // class is a kind of key that may make room for a new one, in the order the
