@@ -186,7 +186,7 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 		if fb != nil { // a stand-in's decisions: settled one by one, as a Take's
 			errI = &backend.Fallback{Rules: fb.Rules[i : i+1], Err: fb.Err}
 		}
-		d, lerr := l.settle(ctx, cs[i], reqs[i], false, true, &outs[i], errI, began)
+		d, lerr := l.settle(ctx, cs[i], reqs[i], taking, true, &outs[i], errI, began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr

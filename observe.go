@@ -28,8 +28,10 @@ type Event struct {
 	// Key is the caller's key; Cost the requests asked for.
 	Key  string
 	Cost int
-	// Peek reports a Peek, which records nothing.
-	Peek bool
+	// Peek reports a Peek, which records nothing; Charge a Charge, which
+	// records its cost whatever the quota (Decision.Allowed: whether it
+	// fit).
+	Peek, Charge bool
 	// Decision is the decision made, Decision.Source saying by what: the
 	// store, or the failure mode when the store failed. It is the real
 	// decision even in dry-run mode, where the caller was admitted anyway.

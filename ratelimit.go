@@ -229,8 +229,11 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 
 // Refund gives back n of the quota key has in use, for a request that was
 // admitted and then not served (the upstream failed, a cache answered), and
-// returns what Peek would say afterwards. Under each algorithm it undoes
-// what the admission did, as far as time has not already:
+// returns what Peek would say afterwards; Undo gives back what one named
+// admission took, and is the one to use on a sliding log, where Refund
+// drops the newest units whichever admission they were. Under each
+// algorithm Refund undoes what an admission did, as far as time has not
+// already:
 //   - SlidingWindow: the n newest units of the log are dropped;
 //   - FixedWindow: the current window's count goes down by n;
 //   - SlidingWindowCounter: the current window's count, then the previous
@@ -253,17 +256,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int) (Decision, erro
 	if err != nil {
 		return Decision{}, err
 	}
-	sctx, cancel := l.budget(ctx, time.Now())
-	defer cancel()
-	out, err := l.store.Refund(sctx, req)
-	var d Decision
-	switch {
-	case err == nil:
-		decisionTo(&d, out, c.rule.MaxCost())
-	case !fellBack(&d, out, err):
-		return Decision{}, storeError(err)
-	}
-	return d, nil
+	return l.refund(ctx, c, req)
 }
 
 // Reset forgets key's history under every algorithm: its full quota is

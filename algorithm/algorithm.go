@@ -72,6 +72,28 @@
 //     beyond it: the Log drops the newest units, the windows lower the
 //     current count (the counter then the previous one), GCRA lowers the
 //     level by n*u (to 0 at most).
+//   - A charge of n (Charge: usage known only afterwards, as tokens) is
+//     recorded as an admission of cost n would be, past the limit if need
+//     be, and later requests are denied until that usage has left the
+//     window or drained, as if it had been admitted. Its Outcome is what a
+//     peek of cost 1 says afterwards, but for RetryAfter, 0 when the charge
+//     fit in the quota: Allowed says whether it did. Any window of length W
+//     thus holds at most Limit, plus the last charge that crossed it.
+//   - The debt a charge leaves is bounded, so that no stored number leaves
+//     its bounds: a window's count passes its limit by MaxCharge at most; a
+//     bucket's level passes its burst by at most what drains in MaxDebt,
+//     and stays at most MaxStored; a Log keeps at most Limit units, the
+//     newest (the oldest are dropped: no decision of a cost of at least 1
+//     under that limit or a lower one differs, as the window holds at least
+//     Limit units for as long as the dropped ones would have counted; a
+//     higher limit set later sees Limit units of it).
+//   - Undo gives back up to n of the admission recorded at a time (its
+//     Outcome's At): the Log drops that admission's units, not the newest;
+//     a window gives them back while the window they were counted in still
+//     counts (the current one; for the counter the previous one too, where
+//     they weigh less); GCRA lowers the level by n*u, as a refund. What has
+//     left the window or drained is not given back twice; Undo is never
+//     refused.
 //
 // # Saved state
 //

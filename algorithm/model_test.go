@@ -28,6 +28,8 @@ type state interface {
 	Take(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
 	Peek(now int64, r algorithm.Rate, n int64) algorithm.Outcome
 	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect, bool)
+	Charge(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
+	Undo(now, at int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
 }
 
 // take is st.Take's outcome.
@@ -38,7 +40,8 @@ func take(st state, now int64, r algorithm.Rate, n int64) algorithm.Outcome {
 
 // Every algorithm agrees with the reference model on random traffic,
 // including clocks that step back (a little, as skewed callers do, and an
-// hour, as a stepped clock does), refunds and policy changes.
+// hour, as a stepped clock does), refunds, charges past the limit, undoing
+// earlier admissions, and policy changes.
 func TestTheAlgorithmsMatchTheModel(t *testing.T) {
 	for _, alg := range backend.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -68,6 +71,7 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 	}
 	p := policy()
 	p.Limit, p.Window = 5, 100*time.Millisecond
+	var admitted []int64 // the times of recent admissions, to undo
 	for i := 0; i < 20000; i++ {
 		switch r := rng.Intn(1000); {
 		case r == 0:
@@ -84,9 +88,17 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 		req := backend.Request{Rule: rule, Key: "k", Cost: int64(1 + rng.Intn(p.MaxCost())), Now: now.UnixMicro()}
 		nowUS, r, n := req.Now, rule.Rate(), req.Cost
 		var want, got backend.Outcome
-		switch k := rng.Intn(10); {
+		switch k := rng.Intn(14); {
 		case k < 2:
 			want, got = model.Peek(req), answer(st.Peek(nowUS, r, n))
+		case k < 4: // a charge, up to three times what a request may cost
+			req.Cost = int64(1 + rng.Intn(3*p.MaxCost()))
+			want = model.Charge(req)
+			got, _ = st.Charge(nowUS, r, req.Cost)
+		case k < 5 && len(admitted) > 0: // undo an admission, often not the newest
+			req.Admitted = admitted[rng.Intn(len(admitted))]
+			want, _ = model.Refund(req)
+			got, _ = st.Undo(nowUS, req.Admitted, r, n)
 		case k < 3:
 			var wantOK, gotOK bool
 			want, wantOK = model.Refund(req)
@@ -97,6 +109,9 @@ func matchTheModel(t *testing.T, alg ratelimit.Algorithm, seed int64) {
 			}
 		default:
 			want, got = model.Take(req), answer(take(st, nowUS, r, n))
+			if got.Allowed() {
+				admitted = append(admitted[max(0, len(admitted)-7):], got.At)
+			}
 		}
 		require.Equal(t, want, got, "seed %d step %d: %+v", seed, i, req)
 	}

@@ -120,24 +120,46 @@ type Request struct {
 	// Now is the caller's time in µs since the Unix epoch, or 0: the store
 	// decides at its own time.
 	Now int64
+	// Admitted, for a Refund, is the time (µs) the admission it gives back
+	// was recorded at (its Outcome's At): the store then undoes that
+	// admission (package algorithm's Undo), never refusing; 0 gives back
+	// the newest units (Refund). Other operations ignore it.
+	Admitted int64
 }
 
 // Validate reports a request no store can decide exactly and in bounded
 // time, which every store refuses before deciding (or any I/O): no rule
 // (ErrInvalidArgument), a key that is empty or too long (ErrInvalidKey), a
-// cost outside [1, Rule.MaxCost] (ErrInvalidCost), a caller's time outside
-// [MinMicros, MaxMicros] (ErrInvalidArgument). A Limiter never sends one; a
+// cost outside [1, Rule.MaxCost] (ErrInvalidCost; [1, MaxCharge] for an
+// undo, which may give back a charge's), a caller's time or an admission's
+// outside [MinMicros, MaxMicros] (ErrInvalidArgument). A Limiter never sends one; a
 // store checks all the same, as any caller may use it directly.
 func (r *Request) Validate() error {
 	switch {
 	case r.Rule == nil:
 		return fmt.Errorf("%w: a request without a rule", ErrInvalidArgument)
-	case r.Cost < 1 || r.Cost > r.Rule.maxCost:
+	case r.Cost < 1 || r.Cost > r.Rule.maxCost && (r.Admitted == 0 || r.Cost > MaxCharge): // an undo may give back a charge's
 		return fmt.Errorf("%w: cost %d, want 1 to %d", ErrInvalidCost, r.Cost, r.Rule.maxCost)
 	case r.Now != 0 && (r.Now < MinMicros || r.Now > MaxMicros):
 		return fmt.Errorf("%w: time %dµs is outside [%d, %d], where every store decides exactly", ErrInvalidArgument, r.Now, MinMicros, MaxMicros)
+	case r.Admitted != 0 && (r.Admitted < MinMicros || r.Admitted > MaxMicros):
+		return fmt.Errorf("%w: an admission at %dµs, outside [%d, %d]", ErrInvalidArgument, r.Admitted, MinMicros, MaxMicros)
 	}
 	return ValidateKey(r.Key)
+}
+
+// ValidateCharge is Validate for a Charge, whose cost may pass the rule's
+// MaxCost: at most MaxCharge (ErrInvalidCost).
+func (r *Request) ValidateCharge() error {
+	if r.Rule == nil || r.Cost <= r.Rule.maxCost {
+		return r.Validate()
+	}
+	if r.Cost > MaxCharge {
+		return fmt.Errorf("%w: a charge of %d, want 1 to %d", ErrInvalidCost, r.Cost, int64(MaxCharge))
+	}
+	c := *r
+	c.Cost = 1 // the rest as for any request
+	return c.Validate()
 }
 
 // ValidateKey reports, wrapping ErrInvalidKey, why key cannot be used.
@@ -167,8 +189,8 @@ type Outcome = algorithm.Outcome
 // store is rather than does (in process, the node of a key, a feed of
 // changes) is its Info, read once.
 //
-// Take, Peek and Reset every store implements; TakeAll and Refund a store
-// may leave to Unimplemented, embedded, which answers errors.ErrUnsupported
+// Take, Peek and Reset every store implements; TakeAll, Refund and Charge
+// a store may leave to Unimplemented, embedded, which answers errors.ErrUnsupported
 // (the one way a store says it cannot), and Info the zero Info. Every
 // method returns an Outcome or an error, never both: a store that cannot
 // decide returns an error, and the Limiter's failure mode chooses what to
@@ -212,7 +234,18 @@ type Store interface {
 	// and package algorithm), and returns what Peek of cost 1 would say
 	// afterwards. A refund of more than the key has in use changes nothing
 	// and is an error wrapping ErrInvalidCost.
+	//
+	// With req.Admitted, it undoes that admission instead (package
+	// algorithm's Undo): up to req.Cost of what it still holds, never
+	// refused.
 	Refund(ctx context.Context, req Request) (Outcome, error)
+	// Charge records req.Cost of usage known only afterwards (tokens,
+	// bytes), up to MaxCharge, whatever the quota left, past the limit if
+	// need be (package algorithm's Charge: later requests wait until it has
+	// left the window or drained), and answers what Peek of cost 1 says
+	// afterwards, Allowed when the charge fit in the quota. It validates
+	// with Request.ValidateCharge.
+	Charge(ctx context.Context, req Request) (Outcome, error)
 	// Reset forgets the state of key under prefix, for every algorithm:
 	// its full quota is available at once. Resetting an unknown key is not
 	// an error.
@@ -252,11 +285,11 @@ type Info struct {
 }
 
 // Unimplemented answers the operations of Store that a store may leave out:
-// TakeAll and Refund with an error wrapping errors.ErrUnsupported (callers
-// then decide several requests one by one, and cannot refund), and Info
-// with the zero Info. Embed it in a store, which then implements Take,
-// Peek and Reset, and whatever else it can, as the conformance kit's
-// example store does.
+// TakeAll, Refund and Charge with an error wrapping errors.ErrUnsupported
+// (callers then decide several requests one by one, and cannot refund or
+// charge), and Info with the zero Info. Embed it in a store, which then
+// implements Take, Peek and Reset, and whatever else it can, as the
+// conformance kit's example store does.
 type Unimplemented struct{}
 
 // TakeAll implements Store: errors.ErrUnsupported.
@@ -267,6 +300,11 @@ func (Unimplemented) TakeAll(context.Context, []Request, []Outcome) error {
 // Refund implements Store: errors.ErrUnsupported.
 func (Unimplemented) Refund(context.Context, Request) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("ratelimit/backend: refunding: %w", errors.ErrUnsupported)
+}
+
+// Charge implements Store: errors.ErrUnsupported.
+func (Unimplemented) Charge(context.Context, Request) (Outcome, error) {
+	return Outcome{}, fmt.Errorf("ratelimit/backend: charging: %w", errors.ErrUnsupported)
 }
 
 // Info implements Store: the zero Info.

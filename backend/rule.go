@@ -48,6 +48,9 @@ func (a Algorithm) String() string {
 const (
 	// MaxLimit bounds a limit and a burst: about 1.1e12.
 	MaxLimit = 1 << 40
+	// MaxCharge bounds the cost of a Charge, which may pass a rule's
+	// MaxCost (package algorithm bounds the debt it leaves).
+	MaxCharge = algorithm.MaxCharge
 	// MaxLogLimit bounds the limit of SlidingWindow, which keeps an entry
 	// per admitted request.
 	MaxLogLimit = 10_000

@@ -20,7 +20,7 @@ import (
 // expiry, all under one lock (a transaction, in a database). A remote store
 // would do the same in one round trip or one transaction.
 type bytesStore struct {
-	backend.Unimplemented // TakeAll: unsupported (Refund, Take, Peek and Reset are below)
+	backend.Unimplemented // TakeAll: unsupported (Take, Peek, Refund, Charge and Reset are below)
 	mu                    sync.Mutex
 	rows                  map[row]saved
 	// The store's clock is its creation time moved on by the monotonic
@@ -60,6 +60,8 @@ type state interface {
 	Take(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
 	Peek(now int64, r algorithm.Rate, n int64) algorithm.Outcome
 	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect, bool)
+	Undo(now, at int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
+	Charge(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
 	MarshalBinary() ([]byte, error)
 	UnmarshalBinary([]byte) error
 }
@@ -83,7 +85,8 @@ type op int
 const (
 	take op = iota
 	peek
-	refund
+	refund // with req.Admitted: an undo of that admission
+	charge
 )
 
 // do loads req's state, decides o, and saves the state if o changed it.
@@ -91,7 +94,11 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 	if err := ctx.Err(); err != nil {
 		return backend.Outcome{}, err
 	}
-	if err := req.Validate(); err != nil { // a cost, key or time no store decides exactly
+	validate := req.Validate // a cost, key or time no store decides exactly
+	if o == charge {
+		validate = req.ValidateCharge // a cost past the rule's limit
+	}
+	if err := validate(); err != nil {
 		return backend.Outcome{}, err
 	}
 	st, err := newState(req.Rule.Algorithm())
@@ -121,9 +128,13 @@ func (s *bytesStore) do(ctx context.Context, req backend.Request, o op) (backend
 		out = st.Peek(now, req.Rule.Rate(), req.Cost)
 		return out, nil
 	case refund:
-		if out, e, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
+		if req.Admitted != 0 {
+			out, e = st.Undo(now, req.Admitted, req.Rule.Rate(), req.Cost)
+		} else if out, e, ok = st.Refund(now, req.Rule.Rate(), req.Cost); !ok {
 			return backend.Outcome{}, fmt.Errorf("bytesStore: %w: a refund of more than is in use", backend.ErrInvalidCost)
 		}
+	case charge:
+		out, e = st.Charge(now, req.Rule.Rate(), req.Cost)
 	default:
 		out, e = st.Take(now, req.Rule.Rate(), req.Cost) // a denial may re-time state from the future, or prune a log
 	}
@@ -156,6 +167,10 @@ func (s *bytesStore) Peek(ctx context.Context, req backend.Request) (backend.Out
 
 func (s *bytesStore) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.do(ctx, req, refund)
+}
+
+func (s *bytesStore) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.do(ctx, req, charge)
 }
 
 func (s *bytesStore) Reset(ctx context.Context, prefix, key string) error {

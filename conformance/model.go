@@ -59,8 +59,14 @@ func stateOf(req backend.Request) state {
 }
 
 // Refund refunds req.Cost as a store's Refund must, reporting false when it
-// must be refused.
+// must be refused; with req.Admitted, it undoes that admission (Undo).
 func (m *Model) Refund(req backend.Request) (backend.Outcome, bool) {
+	if req.Admitted != 0 {
+		return m.undo(req), true
+	}
+	if req.Cost > req.Rule.MaxCost() { // refused, whatever the key holds (a charge may have left more)
+		return backend.Outcome{}, false
+	}
 	st, n := stateOf(req), req.Cost
 	now := m.keyTime(st, req.Now)
 	w := req.Rule.Window()

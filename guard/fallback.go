@@ -16,17 +16,21 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 	if s.fallback == nil {
 		return backend.Outcome{}, cause
 	}
-	if err := req.Validate(); err != nil { // the primary did not see it: validated here, once
+	validate := req.Validate
+	if do.charge {
+		validate = req.ValidateCharge
+	}
+	if err := validate(); err != nil { // the primary did not see it: validated here, once
 		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
 	}
 	sh := s.shareOf(req.Rule)
-	req, err := s.localRequest(req)
+	req, err := s.localRequest(req, do.charge)
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%w (the primary: %w)", err, cause)
 	}
 	// The caller's context may be spent on the primary's time budget; the
 	// fallback decides in process.
-	d, err := do(s.fallback, context.WithoutCancel(ctx), req)
+	d, err := do.do(s.fallback, context.WithoutCancel(ctx), req)
 	switch {
 	case answered(err): // bad input, refused by the fallback as the primary would
 		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
@@ -40,12 +44,12 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 // the share's MaxCost can never fit there: it is an error wrapping
 // backend.ErrInvalidCost, which no failure mode admits, rather than a
 // request the fallback's arithmetic was never meant to see.
-func (s *Store) localRequest(req backend.Request) (backend.Request, error) { // req.Rule: the primary's
+func (s *Store) localRequest(req backend.Request, charge bool) (backend.Request, error) { // req.Rule: the primary's
 	sh := s.shareOf(req.Rule)
 	if sh.err != nil {
 		return req, sh.err
 	}
-	if req.Cost > sh.rule.MaxCost() {
+	if req.Cost > sh.rule.MaxCost() && !charge && req.Admitted == 0 { // a charge records past any limit; an undo gives one back
 		return req, fmt.Errorf("ratelimit/guard: %w: a cost of %d is over this instance's share (%v) of %v, which decides while the primary cannot",
 			backend.ErrInvalidCost, req.Cost, sh.rule, req.Rule)
 	}
@@ -84,7 +88,7 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 			return fmt.Errorf("ratelimit/guard: %w", err)
 		}
 		var err error
-		if shared[i], err = s.localRequest(req); err != nil {
+		if shared[i], err = s.localRequest(req, false); err != nil {
 			return fmt.Errorf("%w (the primary: %w)", err, cause)
 		}
 	}

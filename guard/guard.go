@@ -172,6 +172,9 @@ type Store struct {
 	owned   *owner.Key // the fallback's share, kept with each rule
 }
 
+// Store is a whole store: every operation of the contract.
+var _ backend.Store = (*Store)(nil)
+
 // New returns primary guarded by a breaker, with the options' fallback.
 func New(primary backend.Store, opts ...Option) (*Store, error) {
 	c := config{name: "guard", failures: DefaultFailures, coolDown: DefaultCoolDown}
@@ -272,22 +275,34 @@ func (s *Store) breakerFor(prefix, key string) *breaker {
 
 // Take implements backend.Store.
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, backend.Store.Take)
+	return s.decide(ctx, req, call{do: backend.Store.Take})
 }
 
 // Peek implements backend.Store.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, backend.Store.Peek)
+	return s.decide(ctx, req, call{do: backend.Store.Peek})
 }
 
 // Refund implements backend.Store: the primary refunds through the
 // breaker, or the fallback refunds what it holds while the primary cannot.
 // A store that cannot refund answers errors.ErrUnsupported.
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.decide(ctx, req, backend.Store.Refund)
+	return s.decide(ctx, req, call{do: backend.Store.Refund})
 }
 
-type call func(backend.Store, context.Context, backend.Request) (backend.Outcome, error)
+// Charge implements backend.Store: the primary records the usage through
+// the breaker, or the fallback, on this instance's share, while the
+// primary cannot. A store that cannot charge answers errors.ErrUnsupported.
+func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.decide(ctx, req, call{do: backend.Store.Charge, charge: true})
+}
+
+// call is an operation the guard passes on: the store's method, and
+// whether its cost may pass the rule's MaxCost (a charge's).
+type call struct {
+	do     func(backend.Store, context.Context, backend.Request) (backend.Outcome, error)
+	charge bool
+}
 
 func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backend.Outcome, error) {
 	if req.Rule == nil { // the one field the guard reads; the rest is the store's to validate
@@ -307,7 +322,7 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 	if !ok {
 		return s.local(ctx, req, do, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
-	d, err := do(s.primary, ctx, req)
+	d, err := do.do(s.primary, ctx, req)
 	b.done(probe, judge(ctx, err))
 	if err == nil || answered(err) || callerGone(ctx) {
 		return d, err

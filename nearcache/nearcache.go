@@ -72,6 +72,9 @@ type Store struct {
 	seed    maphash.Seed
 }
 
+// Store is a whole store: every operation of the contract.
+var _ backend.Store = (*Store)(nil)
+
 // stripes is the number of stripes of keys whose changes are counted apart.
 const stripes = 256
 
@@ -291,6 +294,17 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 		defer s.forget(req.Rule.Prefix(), req.Key) // as Reset
 	}
 	return s.next.Refund(ctx, req)
+}
+
+// Charge implements backend.Store: the key's cached denials go (still
+// denials, their counts and waits are no longer exact), then the store
+// records the usage (errors.ErrUnsupported if it cannot).
+func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	if req.Rule != nil {
+		s.forget(req.Rule.Prefix(), req.Key)
+		defer s.forget(req.Rule.Prefix(), req.Key) // as Reset
+	}
+	return s.next.Charge(ctx, req)
 }
 
 // TakeAll implements backend.Store (errors.ErrUnsupported if the store

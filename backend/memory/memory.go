@@ -66,6 +66,9 @@ type Store struct {
 	swept      sync.WaitGroup
 }
 
+// Store is a whole store: every operation of the contract.
+var _ backend.Store = (*Store)(nil)
+
 // stats counts what the key bound did.
 type stats struct {
 	activeEvictions atomic.Uint64
@@ -212,11 +215,20 @@ func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcom
 	return s.decide(ctx, &req, refund)
 }
 
+// Charge implements backend.Store.
+func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.decide(ctx, &req, charge)
+}
+
 func (s *Store) decide(ctx context.Context, req *backend.Request, o op) (backend.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Outcome{}, err
 	}
-	if err := req.Validate(); err != nil {
+	validate := req.Validate
+	if o == charge {
+		validate = req.ValidateCharge
+	}
+	if err := validate(); err != nil {
 		return backend.Outcome{}, err
 	}
 	rd := ruleOf(req.Rule)

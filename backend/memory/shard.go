@@ -41,15 +41,19 @@ type op uint8
 const (
 	peek op = iota
 	take
-	refund
+	refund // req.Admitted: an undo
+	charge
 )
 
 // decide does o for req at now on the shard, whose lock is held, writing
 // its outcome to out; h is the hash of req's state, storeNow the store's
 // clock, which expiry is kept on.
 func (sh *shard) decide(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
-	if o == take {
+	switch o {
+	case take:
 		return sh.take(req, rd, h, now, storeNow, out)
+	case charge:
+		return sh.charge(req, rd, h, now, storeNow, out)
 	}
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
@@ -113,16 +117,35 @@ func (sh *shard) take(req *backend.Request, rd *ruled, h uint64, now, storeNow i
 	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
 }
 
+// charge is decide's charge.
+func (sh *shard) charge(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+	switch req.Rule.Algorithm() {
+	case backend.GCRA:
+		return chargeIn(sh, &sh.gcra, req, rd, h, now, storeNow, out)
+	case backend.FixedWindow:
+		return chargeIn(sh, &sh.fixed, req, rd, h, now, storeNow, out)
+	case backend.SlidingWindowCounter:
+		return chargeIn(sh, &sh.counter, req, rd, h, now, storeNow, out)
+	case backend.SlidingWindow:
+		return chargeIn(sh, &sh.log, req, rd, h, now, storeNow, out)
+	}
+	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
+}
+
 // decideIn is decide's peek or refund on t, the table of req's algorithm.
 func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request, rd *ruled, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
 	rule := req.Rule
 	ref, r := t.find(h, req.Key, rd.scope)
 	if r == nil {
-		if o == peek { // nothing stored: nothing to write
+		switch {
+		case o == peek: // nothing stored: nothing to write
 			*out = empty[rule.Algorithm()].Peek(now, rule.Rate(), req.Cost)
-			return nil
+		case req.Admitted != 0: // nothing to undo
+			*out = empty[rule.Algorithm()].Peek(now, rule.Rate(), 1)
+		default:
+			return overRefund(req, 0)
 		}
-		return overRefund(req, 0)
+		return nil
 	}
 	t.used(ref, r)
 	st := P(&r.st)
@@ -131,11 +154,16 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 		return nil
 	}
 	before := held(&r.st)
-	refunded, e, ok := st.Refund(now, rule.Rate(), req.Cost)
-	if !ok {
-		return overRefund(req, st.Peek(now, rule.Rate(), 1).Count)
+	var e algorithm.Effect
+	if req.Admitted != 0 {
+		*out, e = st.Undo(now, req.Admitted, rule.Rate(), req.Cost)
+	} else {
+		refunded, eff, ok := st.Refund(now, rule.Rate(), req.Cost)
+		if !ok {
+			return overRefund(req, st.Peek(now, rule.Rate(), 1).Count)
+		}
+		*out, e = refunded, eff
 	}
-	*out = refunded
 	r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 	sh.entries += held(&r.st) - before
 	return nil
@@ -152,6 +180,26 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h ui
 	e := takeTo(&r.st, now, &rd.rate, req.Cost, out)
 	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
+		sh.entries += grown
+		if grown > 0 && sh.entries > sh.maxEntries {
+			sh.shed(ref, storeNow)
+		}
+	}
+	return nil
+}
+
+// chargeIn is a Charge on t, the table of req's algorithm: as takeIn, but
+// recorded whatever the quota left.
+func chargeIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+	ref, r, err := enter(sh, t, req, rd, h, storeNow)
+	if err != nil {
+		return err
+	}
+	before := held(&r.st)
+	var e algorithm.Effect
+	*out, e = P(&r.st).Charge(now, req.Rule.Rate(), req.Cost)
+	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
+	if grown := held(&r.st) - before; grown != 0 {
 		sh.entries += grown
 		if grown > 0 && sh.entries > sh.maxEntries {
 			sh.shed(ref, storeNow)

@@ -13,6 +13,8 @@ import (
 type state interface {
 	Peek(now int64, r algorithm.Rate, n int64) algorithm.Outcome
 	Refund(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect, bool)
+	Undo(now, at int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
+	Charge(now int64, r algorithm.Rate, n int64) (algorithm.Outcome, algorithm.Effect)
 }
 
 // stateOf is the pointer type P of a state S, for the generic tables.

@@ -82,6 +82,9 @@ type Store struct {
 	layoutKnown, layoutLoading atomic.Bool
 }
 
+// Store is a whole store: every operation of the contract.
+var _ backend.Store = (*Store)(nil)
+
 // New returns a Store deciding on client's server. A nil client, or an
 // option out of its bounds (WithReplicaAck), is an error wrapping
 // backend.ErrInvalidArgument.
@@ -121,6 +124,11 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 // Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.core.Decide(ctx, req, lua.Peek)
+}
+
+// Charge implements backend.Store: one FCALL (or EVALSHA).
+func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.core.Decide(ctx, req, lua.Charge)
 }
 
 // Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH

@@ -46,6 +46,9 @@ type Store struct {
 	c    *conn
 }
 
+// Store is a whole store: every operation of the contract.
+var _ backend.Store = (*Store)(nil)
+
 // conn is rediscore.Client through a valkey-go client.
 type conn struct {
 	client vk.Client
@@ -129,6 +132,11 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 // Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.core.Decide(ctx, req, lua.Peek)
+}
+
+// Charge implements backend.Store: one FCALL (or EVALSHA).
+func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.core.Decide(ctx, req, lua.Charge)
 }
 
 // Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH

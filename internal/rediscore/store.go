@@ -98,10 +98,18 @@ func (s *Store) accepted() {
 }
 
 // Decide makes req's decision for op: one FCALL (or EVALSHA), then, for a
-// Refund, the news of the change.
+// Refund or a Charge, the news of the change. A Refund of req.Admitted undoes that
+// admission (lua.Undo).
 func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out backend.Outcome, err error) {
 	defer Recover(s.Name, &err)
-	if err := req.Validate(); err != nil {
+	validate := req.Validate
+	switch {
+	case op == lua.Charge:
+		validate = req.ValidateCharge
+	case op == lua.Refund && req.Admitted != 0:
+		op = lua.Undo
+	}
+	if err := validate(); err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	reply, err := s.run(ctx, req, op)
@@ -111,7 +119,7 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
 	}
-	if op == lua.Refund {
+	if op == lua.Refund || op == lua.Undo || op == lua.Charge { // a near cache's denial of the key is no longer exact
 		s.changed(ctx, req.Rule.Prefix(), req.Key)
 	}
 	return out, nil

@@ -123,6 +123,10 @@ func TestEveryOrderOfLayersKeepsTheStoresAbilities(t *testing.T) {
 				out, err := s.Refund(ctx, backend.Request{Rule: rule, Key: key, Cost: 1})
 				require.NoError(t, err, "Refund")
 				require.EqualValues(t, 1, out.Count)
+				out, err = s.Charge(ctx, backend.Request{Rule: rule, Key: key, Cost: 25})
+				require.NoError(t, err, "Charge")
+				require.EqualValues(t, 26, out.Count, "past the limit")
+				require.False(t, out.Allowed())
 			}
 			mi := overMemory.Info()
 			require.True(t, mi.InProcess, "over the memory store, in process")

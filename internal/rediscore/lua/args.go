@@ -14,8 +14,8 @@ import (
 // (decide.lua).
 const ArgsPerRequest = 8
 
-// MaxArgs is the most arguments For returns (one.lua's).
-const MaxArgs = ArgsPerRequest - 1
+// MaxArgs is the most arguments For returns (one.lua's: an undo's).
+const MaxArgs = ArgsPerRequest
 
 // Op is what the script does with a request.
 type Op uint8
@@ -31,6 +31,12 @@ const (
 	// one request (see quiet in common.lua), which runs the request's own
 	// script (or function) rather than All.
 	TakeQuiet
+	// Charge records usage whatever the quota (Request.Cost of it).
+	Charge
+	// Undo gives back up to Request.Cost of the admission recorded at
+	// Request.Admitted.
+	Undo
+	numOps
 )
 
 // Args are the script's arguments for one request (For's), as strings.
@@ -51,7 +57,7 @@ type ArgCache[T any] struct {
 	format      func(int64) T
 	str         func(string) T
 	serverClock T // the "now" that asks for the server's TIME; the empty string
-	ops         [4]T
+	ops         [numOps]T
 	owned       *owner.Key // its arguments, kept with each rule
 }
 
@@ -67,7 +73,8 @@ type ruleArgs[T any] struct {
 // with str.
 func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
-		ops:   [4]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet")},
+		ops: [numOps]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet"),
+			Charge: str("charge"), Undo: str("undo")},
 		owned: owner.New()}
 }
 
@@ -80,7 +87,14 @@ func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
 // them.
 func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 	ra := c.ruleArgs(req.Rule)
-	return append(c.appendArgs(args, req, op, ra), ra.policy...)
+	args = append(c.appendArgs(args, req, op, ra), ra.policy...)
+	if op == Undo { // the admission's time, ARGV[8] whatever the policy's length
+		if len(ra.policy) == 2 {
+			args = append(args, c.serverClock) // the empty string: no third number
+		}
+		args = append(args, c.format(req.Admitted))
+	}
+	return args
 }
 
 // ForAll returns the arguments of several requests taken together.

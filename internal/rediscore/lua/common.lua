@@ -1,9 +1,11 @@
 -- ratelimit scripts, key layout 1 (keys.go: script.Layout).
 -- The algorithms, one file each (the rules: package algorithm). Each
 -- decides a request of cost at now (µs) under its policy, for op 'take',
--- 'peek' or 'refund', and answers allowed (1 | 0; 2 for a refused refund),
--- count, reset_at (µs), retry_after (µs) and now. A refund answers what a
--- peek of cost 1 says afterwards. Writes set a TTL of the state's life or
+-- 'peek', 'refund', 'undo' (a refund of the admission recorded at at) or
+-- 'charge' (usage recorded whatever the quota), and answers allowed (1 |
+-- 0; 2 for a refused refund), count, reset_at (µs), retry_after (µs) and
+-- now. A refund, an undo and a charge answer what a peek of cost 1 says
+-- afterwards, a charge's allowed (and no retry_after) when it fit. Writes set a TTL of the state's life or
 -- the retention (ms), whichever is longer, plus slack (ms). Every number
 -- stays an integer below 2^53: exact as a Lua number, and as the doubles
 -- struct.pack writes.
@@ -15,9 +17,12 @@
 -- policy), own_clock, quiet and pending, and returns its answer's table.
 
 -- The bounds package backend states (lua.go writes them in for BOUNDS):
--- the latest time (µs), the largest count, GCRA level and unit, and the
--- largest sliding log; the TTL slack (ms); and the largest skew (µs).
-local max_time, max_count, max_level, max_unit, max_log, slack, max_skew = BOUNDS
+-- the latest time (µs), the largest count (a limit's, and what a charge
+-- may add), GCRA level (a burst's units, and the debt a charge may add) and
+-- unit, and the largest sliding log; the TTL slack (ms); the largest skew
+-- (µs); the largest charge, the longest a GCRA debt drains (µs), the
+-- largest stored number.
+local max_time, max_count, max_level, max_unit, max_log, slack, max_skew, max_charge, max_debt, max_stored = BOUNDS
 
 -- A key's time never goes back (package algorithm's rules): a request
 -- whose now is behind the time of the key's state (the newest entry of a

@@ -25,12 +25,22 @@ else
   start, prev, cur = now - math.fmod(now, window), 0, 0
 end
 local covered = math.floor(((window - (now - start)) * 1000 + window - 1) / window)
-local write = false
+local write, fit = false, nil
 if op == 'refund' then
   if cost > cur + prev then return {2, math.floor((prev * covered + 999) / 1000) + cur, 0, 0, now} end
   local from_cur = math.min(cost, cur)
   cur, prev = cur - from_cur, prev - (cost - from_cur)
   cost, op, write = 1, 'peek', true
+elseif op == 'undo' then -- from the window the admission was counted in, while it weighs
+  if at >= start and cur > 0 then
+    cur, write = cur - math.min(cost, cur), true
+  elseif at < start and at >= start - window and prev > 0 then
+    prev, write = prev - math.min(cost, prev), true
+  end
+  cost, op = 1, 'peek'
+elseif op == 'charge' then -- past the limit if need be, by max_charge at most
+  cur, cost, op, write = math.min(cur + cost, limit + max_charge), 1, 'peek', true
+  fit = math.floor((prev * covered + 999) / 1000) + cur <= limit
 end
 local wp = math.floor((prev * covered + 999) / 1000) -- the previous window's weight
 local count = wp + cur
@@ -66,4 +76,5 @@ if wp > 0 then
 elseif cur > 0 then
   reset_at = start + 2 * window - math.floor(math.floor((cur - 1) * 1000 / cur) * window / 1000)
 end
+if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer
 return {allowed and 1 or 0, count, reset_at, retry, now}

@@ -12,10 +12,16 @@ if not valid or ws > start then
 elseif start > now then
   start, future = ws, true -- from the future: moved to now's window, count and all
 end
-local write = false
+local write, fit = false, nil
 if op == 'refund' then
   if cost > count then return {2, count, 0, 0, now} end
   count, cost, op, write = count - cost, 1, 'peek', true
+elseif op == 'undo' then -- while the admission's window counts
+  if at >= start and count > 0 then count, write = count - math.min(cost, count), true end
+  cost, op = 1, 'peek'
+elseif op == 'charge' then -- past the limit if need be, by max_charge at most
+  count = math.min(count + cost, limit + max_charge)
+  fit, cost, op, write = count <= limit, 1, 'peek', true
 end
 local allowed = cost <= limit - count
 local reset_at = start - math.fmod(start, window) + window -- the next window replaces this one there
@@ -34,4 +40,5 @@ if write then
     redis.call('SET', ka, struct.pack('<dd', start, count), 'PX', ms)
   end
 end
+if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer
 return {allowed and 1 or 0, count, reset_at, retry, now}

@@ -24,14 +24,23 @@ if at and at >= 0 and at <= max_time and at % 1 == 0 and l >= 0 and l <= max_lev
     end
   end
 end
-local write = false
+local write, fit = false, nil
+local capacity = burst * unit
 if op == 'refund' then
   local held = floor((level + unit - 1) / unit)
   if cost > held then return {2, held, 0, 0, now} end
   level = math.max(level - cost * unit, 0)
   cost, op, write = 1, 'peek', true
+elseif op == 'undo' then -- a bucket does not tell one admission from another
+  if level > 0 then level, write = math.max(level - cost * unit, 0), true end
+  cost, op = 1, 'peek'
+elseif op == 'charge' then -- past the burst if need be, by what drains in max_debt at most
+  local room = max_stored - capacity
+  local top = capacity + room - math.fmod(room, drain)
+  if max_debt * drain <= room then top = capacity + max_debt * drain end
+  if cost * unit >= top - level then level = math.max(top, level) else level = level + cost * unit end
+  fit, cost, op, write = level <= capacity, 1, 'peek', true
 end
-local capacity = burst * unit
 local allowed = cost * unit <= capacity - level
 local retry = 0
 if not allowed then
@@ -51,4 +60,5 @@ end
 local count = floor((level + unit - 1) / unit)
 local reset_at = now
 if count > 0 then reset_at = now + floor((level - (count - 1) * unit + drain - 1) / drain) end
+if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer
 return {allowed and 1 or 0, count, reset_at, retry, now}

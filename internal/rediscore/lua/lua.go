@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
 )
 
@@ -50,8 +51,9 @@ var (
 
 	// prelude is common.lua with the bounds of package backend, the TTL
 	// slack and the largest skew written in.
-	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit,
-		backend.MaxGCRAUnits, backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack, backend.MaxSkew.Microseconds()), 1)
+	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit+backend.MaxCharge,
+		int64(algorithm.MaxStored), backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack, backend.MaxSkew.Microseconds(),
+		backend.MaxCharge, algorithm.MaxDebt, int64(algorithm.MaxStored)), 1)
 
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, the sliding log's functions, a function around
@@ -64,7 +66,7 @@ var (
 	// the script's own body: a call creates no closure (the server's time
 	// per decision: docs/figures.md).
 	ones = [...]*Lua{
-		backend.SlidingWindow:        newLua(prelude + sliding + one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock)\n"),
+		backend.SlidingWindow:        newLua(prelude + sliding + one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock, at)\n"),
 		backend.FixedWindow:          newLua(prelude + one + fixedBody),
 		backend.SlidingWindowCounter: newLua(prelude + one + counterBody),
 		backend.GCRA:                 newLua(prelude + one + gcraBody),
@@ -82,7 +84,7 @@ var (
 // function wraps the body of an algorithm (its file) in a function of the
 // variables one.lua gives a body, created once per call of All.
 func function(name, body string) string {
-	return "local function " + name + "(ka, op, now, cost, retain, p1, p2, p3, own_clock)\n" + body + "end\n"
+	return "local function " + name + "(ka, op, now, cost, retain, p1, p2, p3, own_clock, at)\n" + body + "end\n"
 }
 
 // Lua is one script: its text, and its name for EVALSHA (the hex SHA-1 of

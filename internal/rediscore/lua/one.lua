@@ -2,14 +2,16 @@
 -- whose file follows this one (lua.go), so that the server runs no more
 -- text than that algorithm's per call.
 -- KEYS  the state's key (the log and its meta for a sliding log: keys.go)
--- ARGV  op ('take' | 'peek' | 'refund' | 'quiet': a take whose denial
---       writes nothing, TakeAll's of one request), now (µs, or '' for the server's
---       TIME), cost, retention (ms), then the policy: limit and window (µs),
---       or for GCRA burst, unit and drain (algorithm.Rate)
+-- ARGV  op ('take' | 'peek' | 'refund' | 'undo' | 'charge' | 'quiet': a
+--       take whose denial writes nothing, TakeAll's of one request), now
+--       (µs, or '' for the server's TIME), cost, retention (ms), then the
+--       policy: limit and window (µs), or for GCRA burst, unit and drain
+--       (algorithm.Rate); for 'undo', ARGV[8] is the time (µs) of the
+--       admission it gives back
 -- Returns allowed (0 | 1; 2 for a refused refund), count, reset_at (µs),
 --       retry_after (µs), now (µs)
 local ka, kb, op, now, cost, retain = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local p1, p2, p3 = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local p1, p2, p3, at = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 quiet = op == 'quiet' -- set by every call: a library keeps it between calls
 if quiet then op = 'take' end
 local own_clock = not now

@@ -50,11 +50,11 @@ local function short_heal(v, now)
 end
 
 -- short_healed decides on v healed, which a take writes back.
-local function short_healed(log, op, now, cost, retain, limit, window, v)
-  return decide_short(log, op, now, cost, retain, limit, window, short_heal(v, now), true)
+local function short_healed(log, op, now, cost, retain, limit, window, v, at)
+  return decide_short(log, op, now, cost, retain, limit, window, short_heal(v, now), true, at)
 end
 
-function decide_short(log, op, now, cost, retain, limit, window, v, healed)
+function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
   local n = #v / 8
   local first, oldest, newest = 1, nil, nil -- first: the oldest unit in the window
   local valid = n % 1 == 0 and n <= max_log
@@ -77,7 +77,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed)
       end
     end
   end
-  if not valid then return short_healed(log, op, now, cost, retain, limit, window, v) end
+  if not valid then return short_healed(log, op, now, cost, retain, limit, window, v, at) end
   local count = n - first + 1
   if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
 
@@ -90,12 +90,44 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed)
     local j = n
     while j >= first do
       local x = unit(v, j)
-      if not x then return short_healed(log, op, now, cost, retain, limit, window, v) end
+      if not x then return short_healed(log, op, now, cost, retain, limit, window, v, at) end
       if x <= now then break end
       j = j - 1
     end
     body = string.sub(v, 1, j * 8) .. string.rep(struct.pack('<d', now), n - j)
     newest, oldest = now, math.min(oldest, now)
+  end
+
+  if op == 'charge' or op == 'undo' then
+    local kept
+    if op == 'charge' then -- recorded whatever the quota; the oldest units past the limit go
+      local c = math.min(cost, limit) -- more than the limit would go at once
+      local from = first + math.max(count + c - limit, 0)
+      kept = string.sub(body, from * 8 - 7, n * 8) .. string.rep(struct.pack('<d', now), c)
+    else -- drop up to cost of the units recorded at at: one run, found from the newest
+      local hi = n
+      while hi >= first do
+        local x = unit(body, hi)
+        if not x then return short_healed(log, op, now, cost, retain, limit, window, v, at) end
+        if x <= at then break end
+        hi = hi - 1
+      end
+      local lo = hi
+      while lo > hi - cost and lo >= first and unit(body, lo) == at do lo = lo - 1 end
+      kept = string.sub(body, first * 8 - 7, lo * 8) .. string.sub(body, hi * 8 + 1, n * 8)
+    end
+    if #kept == 0 then
+      redis.call('DEL', log)
+    else
+      redis.call('SET', log, kept, 'PX', log_ttl(window, retain))
+    end
+    local o = decide_short(log, 'peek', now, 1, retain, limit, window, kept) -- writes nothing
+    if op == 'charge' then -- allowed: whether it fit, and then no retry_after
+      local fit = cost <= limit - count
+      o[1] = fit and 1 or 0
+      if fit then o[4] = 0 end
+    end
+    return o
   end
 
   local check = cost
@@ -109,7 +141,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed)
     retry = window
     if k <= count then
       local at = unit(body, first + k - 1)
-      if not at or at <= cutoff then return short_healed(log, op, now, cost, retain, limit, window, v) end -- out of order: none of ours
+      if not at or at <= cutoff then return short_healed(log, op, now, cost, retain, limit, window, v, at) end -- out of order: none of ours
       retry = math.min(at, now) + window - now
     end
   end
@@ -199,33 +231,33 @@ local function log_from_short(log, meta, now, window, retain)
 end
 
 -- sliding decides a request on a sliding log, in the form its limit picks.
--- A take moves a key of the other form to this one (see short_from_log for
--- a sorted set too long to move); a peek or a refund decides on the form
--- the key is in, changing nothing of it (a refused refund writes nothing),
--- so that no entry is dropped by a look. A key of neither form (another
+-- A take or a charge moves a key of the other form to this one (see
+-- short_from_log for a sorted set too long to move); a peek, a refund or an
+-- undo decides on the form the key is in, changing nothing of it (a
+-- refused refund writes nothing), so that no entry is dropped by a look. A key of neither form (another
 -- type) holds no state: it is deleted, even by a peek, and decided as a
 -- fresh key. Any other error is raised as the server gave it (READONLY,
 -- OOM: the client acts on the code).
-local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock)
+local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock, at)
   local v, long = redis.pcall('GET', log), limit > short_log -- v: the short log, or false for no key
   if type(v) == 'table' then
     if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
     if redis.call('TYPE', log).ok ~= 'zset' then
       redis.call('DEL', log, meta)
       v = false
-    elseif not long and op == 'take' then
+    elseif not long and (op == 'take' or op == 'charge') then
       v = short_from_log(log, meta, now, window, retain) -- nil: too long to move
       long = v == nil
     else
       long = true -- the sorted set, as it is
     end
   elseif v and long then
-    if op == 'take' then
+    if op == 'take' or op == 'charge' then
       log_from_short(log, meta, now, window, retain)
     else
       long = false -- the short log, as it is
     end
   end
-  if long then return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock) end
-  return decide_short(log, op, now, cost, retain, limit, window, v or '')
+  if long then return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at) end
+  return decide_short(log, op, now, cost, retain, limit, window, v or '', nil, at)
 end

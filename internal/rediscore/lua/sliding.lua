@@ -117,7 +117,7 @@ end
 -- it is missing or none of ours, and when a take the meta's count would
 -- deny finds the log holding another number of entries; no meta's count
 -- is trusted past that denial.
-local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock)
+local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at)
   local wall = now -- the clock's own time: the TTLs' (now may become the key's)
   local v = redis.pcall('GET', meta)
   if type(v) == 'table' then -- an error: a meta of another type is none of ours
@@ -150,6 +150,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
   -- known: oldest is the time of the oldest entry (nil: the log is empty),
   -- entries their number, and every entry is in the window.
   local known, pruned, checked, counted = false, false, false, false
+  local charge_fit -- a charge's: whether it fit in the quota
   if op == 'take' and not (newest and newest > now) then -- the common case
     while true do
       if not oldest or oldest <= cutoff then -- some entries may have left the window: prune, and find the oldest left
@@ -239,6 +240,55 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
     redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
     count, cost, op = count - cost, 1, 'peek'
+  elseif op == 'undo' then -- drop up to cost units of the entries recorded at at
+    local members, n = redis.call('ZRANGEBYSCORE', log, at, at), cost
+    for i = #members, 1, -1 do
+      if n == 0 then break end
+      local c = cost_of(members[i])
+      redis.call('ZREM', log, members[i])
+      if c > n then -- the rest of this entry stays, under a fresh member
+        seq = add_entry(log, at, c - n, math.max(limit, count) + 1, seq)
+        extra, count, n = extra - n, count - n, 0
+      else
+        extra, count, n = extra - (c - 1), count - c, n - c
+      end
+    end
+    extra = math.max(extra, 0)
+    if n < cost then
+      newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2])
+      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
+      redis.call('PEXPIRE', log, ttl_ms)
+    end
+    cost, op = 1, 'peek'
+  elseif op == 'charge' then -- recorded whatever the quota; the oldest units past the limit go
+    charge_fit = cost <= limit - count
+    local c = math.min(cost, limit) -- more than the limit would go at once
+    seq = add_entry(log, now, c, math.max(limit, count) + 1, seq)
+    if c > 1 then extra = extra + c - 1 end
+    local excess, k, rest, offset = count + c - limit, 0, nil, 0
+    count = count + c
+    while excess > 0 do -- from the oldest, 256 entries a call; the newest, c's, stays
+      local e = redis.call('ZRANGE', log, offset, offset + 255, 'WITHSCORES')
+      if #e == 0 then break end -- the end of the log
+      for i = 1, #e, 2 do
+        local ci = cost_of(e[i])
+        k = k + 1
+        if ci > excess then -- the rest of this entry stays, under a fresh member
+          rest = {e[i + 1], ci - excess}
+          extra, count, excess = extra - excess, count - excess, 0
+          break
+        end
+        extra, count, excess = extra - (ci - 1), count - ci, excess - ci
+        if excess == 0 then break end
+      end
+      offset = offset + 256
+    end
+    extra = math.max(extra, 0)
+    if k > 0 then redis.call('ZREMRANGEBYRANK', log, 0, k - 1) end
+    if rest then seq = add_entry(log, tonumber(rest[1]), rest[2], math.max(limit, count) + 1, seq) end
+    redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, -1, -1, -1), 'PX', ttl_ms)
+    redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+    newest, known, cost, op = now, false, 1, 'peek'
   end
 
   local allowed = cost <= limit - count
@@ -299,5 +349,6 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
     end
   end
+  if charge_fit ~= nil then allowed, retry = charge_fit, charge_fit and 0 or retry end -- a charge's answer
   return {allowed and 1 or 0, count, reset_at, retry, now}
 end
