@@ -93,34 +93,82 @@ func (m *Multi) Allow(ctx context.Context, keys ...string) (MultiDecision, error
 // mode: the decision is a failure mode's when every failed Limiter has one,
 // else the error is returned.
 func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision, error) {
+	return m.allow(ctx, keys, n, nil)
+}
+
+// AllowCosts is AllowN with a cost per policy: keys[i] takes costs[i] from
+// the i-th Limiter. A cost of 0 checks that policy without taking from it
+// (its Peek, before any policy is taken from): the request is denied once
+// that quota is spent, for a budget charged after the work (ChargeN,
+// Settle). The policies with a cost are decided as AllowN's.
+func (m *Multi) AllowCosts(ctx context.Context, keys []string, costs []int) (MultiDecision, error) {
+	if len(costs) != len(m.limiters) {
+		return MultiDecision{}, fmt.Errorf("%w: %d costs for %d limiters", ErrInvalidArgument, len(costs), len(m.limiters))
+	}
+	return m.allow(ctx, keys, 0, costs)
+}
+
+// allow is AllowN of n under every policy, or with costs, AllowCosts.
+func (m *Multi) allow(ctx context.Context, keys []string, n int, costs []int) (MultiDecision, error) {
 	if len(keys) != len(m.limiters) {
 		return MultiDecision{}, fmt.Errorf("%w: %d keys for %d limiters", ErrInvalidArgument, len(keys), len(m.limiters))
 	}
 	cs := make([]*compiled, len(m.limiters))
 	reqs := make([]backend.Request, len(m.limiters))
+	take := make([]int, 0, len(m.limiters)) // the policies taken from; the others are checked
 	for i, l := range m.limiters {
 		if err := checkArgs(ctx, keys[i]); err != nil {
 			return MultiDecision{}, err
 		}
+		cost := n
+		if costs != nil {
+			cost = max(costs[i], 1) // a check peeks at a cost of 1
+			if costs[i] < 0 {
+				return MultiDecision{}, fmt.Errorf("%w: a cost of %d (%s)", ErrInvalidCost, costs[i], l.name)
+			}
+		}
 		var err error
-		if cs[i], err = l.request(ctx, keys[i], n, &reqs[i]); err != nil {
+		if cs[i], err = l.request(ctx, keys[i], cost, &reqs[i]); err != nil {
 			return MultiDecision{}, fmt.Errorf("%w (%s)", err, l.name)
+		}
+		if costs == nil || costs[i] > 0 {
+			take = append(take, i)
 		}
 	}
 	out := MultiDecision{Decisions: make([]Decision, len(m.limiters)), Policies: make([]Policy, len(m.limiters))}
 	for i := range cs {
 		out.Policies[i] = cs[i].policy
 	}
+	if len(take) < len(m.limiters) { // the checks first: a spent quota takes nothing from the others
+		for i, l := range m.limiters {
+			if costs[i] != 0 {
+				continue
+			}
+			d, err := l.peek(ctx, cs[i], reqs[i], true)
+			if err != nil {
+				return MultiDecision{}, err
+			}
+			if out.Decisions[i] = d; !d.Allowed {
+				out.decide(m.limiters)
+				return out, nil
+			}
+		}
+		if len(take) == 0 {
+			out.decide(m.limiters)
+			return out, nil
+		}
+	}
 	if m.atomic != nil {
-		done, err := m.takeAll(ctx, cs, reqs, &out)
+		done, err := m.takeAll(ctx, cs, reqs, take, &out)
 		if done || err != nil {
 			return out, err
 		}
 	}
-	if len(m.limiters) > 1 {
+	if len(take) > 1 {
 		// The peeks are looks, not decisions: not observed. A denial
 		// reports the quota the policies looked at before it hold.
-		for i, l := range m.limiters {
+		for _, i := range take {
+			l := m.limiters[i]
 			d, err := l.peek(ctx, cs[i], reqs[i], false)
 			if err != nil {
 				return MultiDecision{}, err
@@ -139,11 +187,11 @@ func (m *Multi) AllowN(ctx context.Context, keys []string, n int) (MultiDecision
 					return out, nil
 				}
 				// Quota came free since the peek: taken here, now the rest.
-				return m.takeRest(ctx, cs, reqs, out, i)
+				return m.takeRest(ctx, cs, reqs, take, out, i)
 			}
 		}
 	}
-	return m.takeRest(ctx, cs, reqs, out, -1)
+	return m.takeRest(ctx, cs, reqs, take, out, -1)
 }
 
 // RefundN gives back n to every Limiter, for a request that AllowN admitted
@@ -163,9 +211,17 @@ func (m *Multi) RefundN(ctx context.Context, keys []string, n int) error {
 	return errors.Join(errs...)
 }
 
-// takeAll decides reqs in one atomic step of the shared store. It reports
-// false, with no error, when the store cannot decide them together.
-func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Request, out *MultiDecision) (bool, error) {
+// takeAll decides the requests of the policies take in one atomic step of
+// the shared store. It reports false, with no error, when the store cannot
+// decide them together.
+func (m *Multi) takeAll(ctx context.Context, cs []*compiled, all []backend.Request, take []int, out *MultiDecision) (bool, error) {
+	reqs := all
+	if len(take) < len(all) {
+		reqs = make([]backend.Request, len(take))
+		for j, i := range take {
+			reqs[j] = all[i]
+		}
+	}
 	began := time.Now()
 	sctx, cancel := m.limiters[0].budget(ctx, began)
 	outs := make([]backend.Outcome, len(reqs))
@@ -178,15 +234,16 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 	if !errors.As(err, &fb) || len(fb.Rules) != len(reqs) {
 		fb = nil
 	}
-	for i, l := range m.limiters {
-		if err == nil && outs[i].At == 0 {
+	for j, i := range take {
+		l := m.limiters[i]
+		if err == nil && outs[j].At == 0 {
 			continue // not decided: a layer knew another policy's denial (see backend.Store's TakeAll)
 		}
 		errI := err
 		if fb != nil { // a stand-in's decisions: settled one by one, as a Take's
-			errI = &backend.Fallback{Rules: fb.Rules[i : i+1], Err: fb.Err}
+			errI = &backend.Fallback{Rules: fb.Rules[j : j+1], Err: fb.Err}
 		}
-		d, lerr := l.settle(ctx, cs[i], reqs[i], taking, true, &outs[i], errI, began)
+		d, lerr := l.settle(ctx, cs[i], reqs[j], taking, true, &outs[j], errI, began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr
@@ -197,9 +254,10 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, reqs []backend.Requ
 	return true, nil
 }
 
-// takeRest takes from every Limiter but the one already taken from.
-func (m *Multi) takeRest(ctx context.Context, cs []*compiled, reqs []backend.Request, out MultiDecision, taken int) (MultiDecision, error) {
-	for i, l := range m.limiters {
+// takeRest takes from every policy of take but the one already taken from.
+func (m *Multi) takeRest(ctx context.Context, cs []*compiled, reqs []backend.Request, take []int, out MultiDecision, taken int) (MultiDecision, error) {
+	for _, i := range take {
+		l := m.limiters[i]
 		if i == taken {
 			continue
 		}

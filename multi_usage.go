@@ -45,12 +45,13 @@ func (m *Multi) Undo(ctx context.Context, keys []string, n int, md MultiDecision
 }
 
 // Settle ends a reservation made by AllowN(ctx, keys, reserved), admitted
-// as md, for work that used used: every policy is charged the excess, or
-// given back what was not used (see Limiter.Settle).
+// as md, for work that used used (a reserved of 0: a check that took
+// nothing): every policy is charged the excess, or given back what was not
+// used (see Limiter.Settle).
 func (m *Multi) Settle(ctx context.Context, keys []string, md MultiDecision, reserved, used int) (MultiDecision, error) {
 	switch {
-	case used < 0 || reserved < 1:
-		return MultiDecision{}, fmt.Errorf("%w: reserved %d and used %d: want reserved of at least 1, used of at least 0", ErrInvalidCost, reserved, used)
+	case used < 0 || reserved < 0:
+		return MultiDecision{}, fmt.Errorf("%w: reserved %d and used %d: want neither negative", ErrInvalidCost, reserved, used)
 	case used > reserved:
 		return m.ChargeN(ctx, keys, used-reserved)
 	case used < reserved:

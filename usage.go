@@ -90,15 +90,15 @@ func (l *Limiter) Undo(ctx context.Context, key string, n int, d Decision) (Deci
 }
 
 // Settle ends a reservation: d admitted reserved (AllowN(ctx, key,
-// reserved)) before work that then used used. The excess is charged
-// (Charge), what was not used given back (Undo); with used equal to
-// reserved, it is what Peek says. Reserving an estimate before the work
-// keeps k requests in flight within the limit but for what they used past
-// their estimates.
+// reserved)) before work that then used used; a reserved of 0 is a check
+// (Peek) that took nothing. The excess is charged (Charge), what was not
+// used given back (Undo); with used equal to reserved, it is what Peek
+// says. Reserving an estimate before the work keeps k requests in flight
+// within the limit but for what they used past their estimates.
 func (l *Limiter) Settle(ctx context.Context, key string, d Decision, reserved, used int) (Decision, error) {
 	switch {
-	case used < 0 || reserved < 1:
-		return Decision{}, fmt.Errorf("%w: reserved %d and used %d: want reserved of at least 1, used of at least 0", ErrInvalidCost, reserved, used)
+	case used < 0 || reserved < 0:
+		return Decision{}, fmt.Errorf("%w: reserved %d and used %d: want neither negative", ErrInvalidCost, reserved, used)
 	case used > reserved:
 		return l.Charge(ctx, key, used-reserved)
 	case used < reserved:

@@ -194,5 +194,6 @@ var limiterScenarios = []scenario{
 	{"a failure mode's decision says so and comes without an error", failureModeAnswers},
 	{"Multi: a denial takes nothing from the other policies", multiDenialTakesNothing},
 	{"Multi: every answer is the model's, each policy observed once", multiAnswersAsTheModel},
+	{"Multi: a check takes nothing; usage is charged after", multiChecksThenCharges},
 	{"a policy per key applies at once with the key's history", policyPerKey},
 }

@@ -126,3 +126,43 @@ func undoesTheAdmissionItNames(t *testing.T, e *env) {
 		}
 	}
 }
+
+// multiChecksThenCharges: a budget of tokens checked before each request
+// (a cost of 0 in Multi.AllowCosts) and charged what it used after, beside
+// a limit of requests taken as usual. The check that finds the budget spent
+// denies, and takes nothing from the requests' limit.
+func multiChecksThenCharges(t *testing.T, e *env) {
+	if !e.charges(e.newStore(t)) {
+		t.Skip("the store does not charge (its Charge is unsupported)")
+	}
+	requests := e.limiter(10, time.Minute, ratelimit.WithPrefix(e.namespace()+"req:"), ratelimit.WithName("requests"))
+	tokens := e.limiter(1000, time.Minute, ratelimit.WithPrefix(e.namespace()+"tok:"), ratelimit.WithName("tokens"))
+	m, err := ratelimit.NewMulti(requests, tokens)
+	mustNoError(t, err)
+	ctx, keys := context.Background(), []string{"user", "user"}
+	served := 0
+	for range 10 {
+		md, err := m.AllowCosts(ctx, keys, []int{1, 0})
+		mustNoError(t, err)
+		if !md.Allowed {
+			mustEqual(t, "tokens", md.Name, "the spent budget denies")
+			break
+		}
+		served++
+		d, err := tokens.Charge(ctx, "user", 300) // the response's usage
+		mustNoError(t, err)
+		mustEqual(t, served*300 <= 1000, d.Allowed, "charge %d: whether it fit", served)
+	}
+	mustEqual(t, 4, served, "checked at 0, 300, 600 and 900 tokens")
+	d, err := requests.Peek(ctx, "user")
+	mustNoError(t, err)
+	mustEqual(t, 4, d.Count, "the denied check took no request")
+	d, err = tokens.Peek(ctx, "user")
+	mustNoError(t, err)
+	mustFalse(t, d.Allowed, "1,200 tokens used of 1,000: spent")
+
+	_, err = m.AllowCosts(ctx, keys, []int{1, -1})
+	mustErrorIs(t, err, ratelimit.ErrInvalidCost)
+	_, err = m.AllowCosts(ctx, keys, []int{1})
+	mustErrorIs(t, err, ratelimit.ErrInvalidArgument)
+}

@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -64,12 +65,24 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 type Rule struct {
 	Limiter *ratelimit.Limiter
 	Key     KeyFunc
+	// Cost is what a call takes from the rule before its handler runs
+	// (nil: 1, or for a Usage rule 0). A cost of 0 checks the rule without
+	// taking from it: the call is denied once its quota is spent. An error
+	// is the call's, as a KeyFunc's.
+	Cost func(ctx context.Context, fullMethod string) (int, error)
+	// Usage makes the rule a budget of what handlers report with
+	// ReportUsage (tokens, bytes): once the handler returns (a stream's,
+	// when the stream ends), the rule is charged what was reported, less
+	// what Cost took before (ratelimit.Limiter.Settle). A call that reports
+	// nothing, where Cost took nothing, costs no call after the handler.
+	Usage bool
 }
 
 // Interceptor applies Rules to calls. Create it with New.
 type Interceptor struct {
 	rules   []Rule
 	multi   *ratelimit.Multi
+	plain   bool // every rule takes 1 and none is a Usage rule: Multi.Allow
 	onError func(ctx context.Context, err error) error
 }
 
@@ -96,7 +109,10 @@ func New(rules []Rule, opts ...Option) (*Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := &Interceptor{rules: rules, multi: multi, onError: failed}
+	i := &Interceptor{rules: rules, multi: multi, plain: true, onError: failed}
+	for _, r := range rules {
+		i.plain = i.plain && r.Cost == nil && !r.Usage
+	}
 	for _, o := range opts {
 		o(i)
 	}
@@ -106,13 +122,18 @@ func New(rules []Rule, opts ...Option) (*Interceptor, error) {
 // Unary is the interceptor of unary calls (grpc.UnaryInterceptor).
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := i.decide(ctx, info.FullMethod); err != nil {
+		a, err := i.decide(ctx, info.FullMethod)
+		if err != nil {
 			if md := pushback(err); md != nil {
 				_ = grpc.SetTrailer(ctx, md) // fails only outside a server's call
 			}
 			return nil, err
 		}
-		return handler(ctx, req)
+		if a == nil {
+			return handler(ctx, req)
+		}
+		defer a.settle(ctx, i.rules)
+		return handler(a.context(ctx), req)
 	}
 }
 
@@ -120,18 +141,25 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // is decided once, when it opens.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := i.decide(ss.Context(), info.FullMethod); err != nil {
+		a, err := i.decide(ss.Context(), info.FullMethod)
+		if err != nil {
 			if md := pushback(err); md != nil {
 				ss.SetTrailer(md)
 			}
 			return err
 		}
-		return handler(srv, ss)
+		if a == nil {
+			return handler(srv, ss)
+		}
+		defer a.settle(ss.Context(), i.rules)
+		return handler(srv, &usageStream{ServerStream: ss, ctx: a.context(ss.Context())})
 	}
 }
 
-// decide admits the call (nil) or returns the error it fails with.
-func (i *Interceptor) decide(ctx context.Context, method string) error {
+// decide admits the call (a nil error: with its admission to settle
+// after the handler, but for plain rules) or returns the error it fails
+// with.
+func (i *Interceptor) decide(ctx context.Context, method string) (*admission, error) {
 	keys := make([]string, len(i.rules))
 	for n, rule := range i.rules {
 		k, err := rule.Key(ctx, method)
@@ -139,16 +167,26 @@ func (i *Interceptor) decide(ctx context.Context, method string) error {
 			err = ErrNoKey
 		}
 		if err != nil {
-			return i.onError(ctx, err)
+			return nil, i.onError(ctx, err)
 		}
 		keys[n] = k
 	}
-	d, err := i.multi.Allow(ctx, keys...)
+	var d ratelimit.MultiDecision
+	var costs []int
+	var err error
+	if i.plain {
+		d, err = i.multi.Allow(ctx, keys...)
+	} else if costs, err = i.costs(ctx, method); err == nil {
+		d, err = i.multi.AllowCosts(ctx, keys, costs)
+	}
 	if err != nil { // failed closed, or bad input
-		return i.onError(ctx, err)
+		return nil, i.onError(ctx, err)
 	}
 	if d.Allowed {
-		return nil
+		if i.plain {
+			return nil, nil
+		}
+		return &admission{keys: keys, costs: costs, d: d, used: new(atomic.Int64)}, nil
 	}
 	msg := "rate limit exceeded"
 	if d.Name != "" {
@@ -156,9 +194,9 @@ func (i *Interceptor) decide(ctx context.Context, method string) error {
 	}
 	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
 	if err != nil { // a detail that cannot be marshalled: not with these types
-		return status.Error(codes.ResourceExhausted, msg)
+		return nil, status.Error(codes.ResourceExhausted, msg)
 	}
-	return st.Err()
+	return nil, st.Err()
 }
 
 // pushback is the trailer that tells grpc-go's own retry (a retryPolicy

@@ -4,6 +4,12 @@
 // picks the request's key for it (its remote IP, a header, the user in the
 // context). A request passes only if every rule admits it (see
 // ratelimit.Multi); otherwise it gets 429 Too Many Requests with Retry-After.
+// A request takes 1 from each rule, or what the rule's Cost says; a cost of
+// 0 checks the rule without taking. A Usage rule is a budget of what the
+// handler reports with ReportUsage (tokens, bytes), charged once the
+// handler returns: checked before (or reserved, with a Cost), charged
+// after, so that requests in flight pass it by no more than their usage
+// (beyond what they reserved).
 // Every response carries the two fields of the IETF draft
 // (draft-ietf-httpapi-ratelimit-headers-11), structured fields with one item
 // per policy, named by the Limiter's WithName ("default" for a single
@@ -56,6 +62,18 @@ type KeyFunc func(r *http.Request) (string, error)
 type Rule struct {
 	Limiter *ratelimit.Limiter
 	Key     KeyFunc
+	// Cost is what a request takes from the rule before the handler runs
+	// (nil: 1, or for a Usage rule 0). A cost of 0 checks the rule without
+	// taking from it: the request is denied once its quota is spent. An
+	// error is the request's, as a KeyFunc's.
+	Cost func(r *http.Request) (int, error)
+	// Usage makes the rule a budget of what handlers report with
+	// ReportUsage (an LLM's tokens, bytes): once the handler returns, the
+	// rule is charged what was reported, less what Cost took before (see
+	// ratelimit.Limiter.Settle: the excess is charged, what was not used
+	// given back). A request that reports nothing, where Cost took
+	// nothing, costs no call after the handler.
+	Usage bool
 }
 
 // Middleware applies Rules to requests. Create it with New.
@@ -63,6 +81,7 @@ type Middleware struct {
 	rules   []Rule
 	names   []string // the policies' names, as structured-field strings
 	multi   *ratelimit.Multi
+	plain   bool // every rule takes 1 and none is a Usage rule: Multi.Allow
 	legacy  bool
 	early   bool
 	denied  func(w http.ResponseWriter, r *http.Request, d ratelimit.MultiDecision)
@@ -91,7 +110,7 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, d ratelimi
 
 // WithErrorHandler replaces the response to a request that cannot be decided:
 // a KeyFunc error or a key the Limiter rejects, e.g. over
-// ratelimit.MaxKeyLen (default 400), or a store error under a Limiter that
+// ratelimit.MaxKeyLen, or a Cost over the rule's (default 400), or a store error under a Limiter that
 // fails closed (default 503; check errors.Is(err, ratelimit.ErrStore)). A
 // Limiter that fails open answers instead of failing, so the handler does not
 // run: its observer sees the store's error.
@@ -112,7 +131,10 @@ func New(rules []Rule, opts ...Option) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{rules: rules, multi: multi, legacy: true, denied: tooManyRequests, onError: failed}
+	m := &Middleware{rules: rules, multi: multi, plain: true, legacy: true, denied: tooManyRequests, onError: failed}
+	for _, r := range rules {
+		m.plain = m.plain && r.Cost == nil && !r.Usage
+	}
 	for _, o := range opts {
 		o(m)
 	}
@@ -145,22 +167,31 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 			keys[i] = k
 		}
-		d, err := m.multi.Allow(r.Context(), keys...)
+		var d ratelimit.MultiDecision
+		var costs []int
+		var err error
+		if m.plain {
+			d, err = m.multi.Allow(r.Context(), keys...)
+		} else if costs, err = m.costs(r); err == nil {
+			d, err = m.multi.AllowCosts(r.Context(), keys, costs)
+		}
 		if err != nil { // failed closed, or bad input
 			m.onError(w, r, err)
 			return
 		}
-		if d.Source == ratelimit.SourceFailOpen { // an admission with no quota to tell
-			next.ServeHTTP(w, r)
-			return
+		if d.Source != ratelimit.SourceFailOpen { // else an admission with no quota to tell
+			m.setHeaders(w.Header(), d)
 		}
-		m.setHeaders(w.Header(), d)
 		if !d.Allowed {
 			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d.RetryAfter, 1), 10))
 			m.denied(w, r, d)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if m.plain {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.serveAndSettle(w, r, next, keys, costs, d)
 	})
 }
 
@@ -269,6 +300,8 @@ func failed(w http.ResponseWriter, _ *http.Request, err error) {
 		http.Error(w, "rate limit: the request carries no client key to limit by", http.StatusBadRequest)
 	case errors.Is(err, ratelimit.ErrInvalidKey):
 		http.Error(w, "rate limit: the request's key is invalid", http.StatusBadRequest)
+	case errors.Is(err, ratelimit.ErrInvalidCost):
+		http.Error(w, "rate limit: the request costs more than a limit ever admits", http.StatusBadRequest)
 	default:
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 	}

@@ -1,0 +1,84 @@
+package grpclimit_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/grpclimit"
+)
+
+// reporting is a health service whose handlers report the usage the
+// client's "tokens" metadata says (a model's tokens, known once it answers).
+type reporting struct{ healthpb.UnimplementedHealthServer }
+
+func tokensOf(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("tokens"); len(v) > 0 {
+		n, _ := strconv.Atoi(v[0])
+		return n
+	}
+	return 0
+}
+
+func (reporting) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	grpclimit.ReportUsage(ctx, tokensOf(ctx))
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func (reporting) Watch(_ *healthpb.HealthCheckRequest, ss healthpb.Health_WatchServer) error {
+	grpclimit.ReportUsage(ss.Context(), tokensOf(ss.Context()))
+	return ss.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
+}
+
+// A Usage rule checks each call against a token budget (taking nothing) and
+// charges what the handler reported once it returns, for unary calls and
+// streams alike; the call that finds the budget spent is refused.
+func TestAUsageRuleChargesWhatTheHandlerReports(t *testing.T) {
+	tokens := limiter(t, memoryStore(t), ratelimit.TokenBucket(1000, time.Minute, 1000), ratelimit.WithName("tokens"))
+	i, err := grpclimit.New([]grpclimit.Rule{{Limiter: tokens, Key: grpclimit.Method(), Usage: true}})
+	require.NoError(t, err)
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(i.Unary()), grpc.StreamInterceptor(i.Stream()))
+	healthpb.RegisterHealthServer(srv, reporting{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	client := healthpb.NewHealthClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "tokens", "400")
+
+	var codesSeen []codes.Code
+	for range 4 {
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		codesSeen = append(codesSeen, status.Code(err))
+	}
+	require.Equal(t, []codes.Code{codes.OK, codes.OK, codes.OK, codes.ResourceExhausted}, codesSeen, "checked at 0, 400, 800: then spent")
+	d, err := tokens.Peek(context.Background(), "/grpc.health.v1.Health/Check")
+	require.NoError(t, err)
+	require.Equal(t, 1200, d.Count, "what the handlers reported")
+
+	stream, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		d, err := tokens.Peek(context.Background(), "/grpc.health.v1.Health/Watch")
+		return err == nil && d.Count == 400
+	}, 5*time.Second, time.Millisecond, "a stream's usage, charged when it ends")
+}

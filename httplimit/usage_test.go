@@ -1,0 +1,93 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+)
+
+// charges counts the charges a Limiter's observer sees.
+type charges struct{ n atomic.Int64 }
+
+func (c *charges) Observe(_ context.Context, e ratelimit.Event) {
+	if e.Charge {
+		c.n.Add(1)
+	}
+}
+
+// A token budget behind a handler that reports its usage: each request is
+// checked against the budget (taking nothing), the handler reports the
+// tokens its response used, and the middleware charges them once it
+// returns; the request that finds the budget spent gets 429, and takes
+// nothing from the request limit beside it. A request that reports nothing
+// costs no charge. (A rule once cost 1 per request, with no way to check
+// without taking nor to charge after the response.)
+func TestAUsageRuleChargesWhatTheHandlerReports(t *testing.T) {
+	s := memoryStore(t)
+	seen := &charges{}
+	tokens := limiter(t, s, ratelimit.NewPolicy(ratelimit.FixedWindow, 1000, time.Minute), ratelimit.WithName("tokens"),
+		ratelimit.WithPrefix("tok:"), ratelimit.WithObserver(seen))
+	requests := limiter(t, s, ratelimit.NewPolicy(ratelimit.FixedWindow, 100, time.Minute), ratelimit.WithName("requests"), ratelimit.WithPrefix("req:"))
+	user := func(r *http.Request) (string, error) { return r.Header.Get("User"), nil }
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: requests, Key: user}, {Limiter: tokens, Key: user, Usage: true}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.Header.Get("Tokens"))
+		httplimit.ReportUsage(r.Context(), n) // what the response used, known once it is made
+		w.WriteHeader(http.StatusOK)
+	})))
+	t.Cleanup(srv.Close)
+
+	codes := []int{}
+	for range 6 {
+		codes = append(codes, get(t, srv.URL, "User", "ann", "Tokens", "300").StatusCode)
+	}
+	require.Equal(t, []int{200, 200, 200, 200, 429, 429}, codes, "checked at 0, 300, 600, 900: then spent")
+	require.Equal(t, int64(4), seen.n.Load(), "a charge for each served request")
+	d, err := requests.Peek(context.Background(), "ann")
+	require.NoError(t, err)
+	require.Equal(t, 4, d.Count, "the checks that found the budget spent took no request")
+	d, err = tokens.Peek(context.Background(), "ann")
+	require.NoError(t, err)
+	require.Equal(t, 1200, d.Count, "1,200 tokens charged")
+
+	require.Equal(t, 200, get(t, srv.URL, "User", "bob").StatusCode)
+	require.Equal(t, int64(4), seen.n.Load(), "no usage reported: no charge")
+}
+
+// A rule with a Cost reserves it before the handler and settles after: the
+// excess charged, what was not used given back (to that admission).
+func TestAUsageRuleWithACostReservesThenSettles(t *testing.T) {
+	s := memoryStore(t)
+	tokens := limiter(t, s, ratelimit.NewPolicy(ratelimit.SlidingWindow, 1000, time.Minute), ratelimit.WithName("tokens"))
+	estimate := func(r *http.Request) (int, error) { return strconv.Atoi(r.Header.Get("Estimate")) }
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: tokens, Key: func(*http.Request) (string, error) { return "ann", nil }, Cost: estimate, Usage: true}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.Header.Get("Tokens"))
+		httplimit.ReportUsage(r.Context(), n)
+	})))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	count := func() int {
+		d, err := tokens.Peek(ctx, "ann")
+		require.NoError(t, err)
+		return d.Count
+	}
+	require.Equal(t, 200, get(t, srv.URL, "Estimate", "500", "Tokens", "120").StatusCode)
+	require.Equal(t, 120, count(), "500 reserved, 380 given back")
+	require.Equal(t, 200, get(t, srv.URL, "Estimate", "100", "Tokens", "400").StatusCode)
+	require.Equal(t, 520, count(), "100 reserved, 300 more charged")
+	require.Equal(t, 429, get(t, srv.URL, "Estimate", "600", "Tokens", "1").StatusCode, "480 left: the estimate does not fit")
+	require.Equal(t, 520, count(), "a denial reserves nothing")
+	require.Equal(t, 400, get(t, srv.URL, "Estimate", "5000").StatusCode, "more than the budget could ever hold")
+}
