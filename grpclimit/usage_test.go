@@ -22,7 +22,9 @@ import (
 
 // reporting is a health service whose handlers report the usage the
 // client's "tokens" metadata says (a model's tokens, known once it answers).
-type reporting struct{ healthpb.UnimplementedHealthServer }
+type reporting struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func tokensOf(ctx context.Context) int {
 	md, _ := metadata.FromIncomingContext(ctx)
