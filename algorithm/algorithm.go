@@ -82,11 +82,12 @@
 //   - The debt a charge leaves is bounded, so that no stored number leaves
 //     its bounds: a window's count passes its limit by MaxCharge at most; a
 //     bucket's level passes its burst by at most what drains in MaxDebt,
-//     and stays at most MaxStored; a Log keeps at most Limit units, the
+//     and stays at most MaxStored; a Log keeps at most Limit+1 units, the
 //     newest (the oldest are dropped: no decision of a cost of at least 1
-//     under that limit or a lower one differs, as the window holds at least
-//     Limit units for as long as the dropped ones would have counted; a
-//     higher limit set later sees Limit units of it).
+//     under that limit or a lower one differs, as the window holds more
+//     than Limit units for as long as the dropped ones would have counted;
+//     a higher limit set later sees Limit+1 units of it). A Count past the
+//     limit says the key is over it, whatever the algorithm.
 //   - Undo gives back up to n of the admission recorded at a time (its
 //     Outcome's At): the Log drops that admission's units, not the newest;
 //     a window gives them back while the window they were counted in still

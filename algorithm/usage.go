@@ -104,16 +104,16 @@ func (b *Bucket) Undo(now, at int64, r Rate, n int64) (Outcome, Effect) {
 }
 
 // Charge records a usage of n (at most MaxCharge) at now as one entry, past
-// the limit if need be, and keeps the newest Limit units: see the rules
-// above.
+// the limit if need be, and keeps the newest Limit+1 units: see the rules.
 func (l *Log) Charge(now int64, r Rate, n int64) (Outcome, Effect) {
 	now = l.keyTime(now)
 	l.retime(now)
 	l.prune(now - r.Window)
 	fit := n <= r.Limit-l.total
-	l.insert(now, min(n, r.Limit)) // more than the limit would be dropped at once
-	for excess := l.total - r.Limit; excess > 0; {
-		x := &l.buf[l.head] // the oldest; the newest, n's, holds at most the limit
+	keep := r.Limit + 1         // a count past the limit says so
+	l.insert(now, min(n, keep)) // more would be dropped at once
+	for excess := l.total - keep; excess > 0; {
+		x := &l.buf[l.head] // the oldest; the newest, n's, holds at most keep
 		if x.Cost > excess {
 			x.Cost -= excess
 			l.total -= excess

@@ -22,7 +22,7 @@ func (m *Model) Charge(req backend.Request) backend.Outcome {
 		sort.Slice(in, func(i, j int) bool { return in[i].at < in[j].at })
 		fit = sum(in)+n <= limit
 		in = append(in, entry{now, n})
-		for excess := sum(in) - limit; excess > 0; { // a log keeps the newest Limit units
+		for excess := sum(in) - limit - 1; excess > 0; { // a log keeps the newest Limit+1 units
 			took := min(in[0].cost, excess)
 			in[0].cost, excess = in[0].cost-took, excess-took
 			if in[0].cost == 0 {

@@ -100,9 +100,9 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
 
   if op == 'charge' or op == 'undo' then
     local kept
-    if op == 'charge' then -- recorded whatever the quota; the oldest units past the limit go
-      local c = math.min(cost, limit) -- more than the limit would go at once
-      local from = first + math.max(count + c - limit, 0)
+    if op == 'charge' then -- recorded whatever the quota; the oldest units past limit + 1 go
+      local c = math.min(cost, limit + 1) -- more would go at once
+      local from = first + math.max(count + c - limit - 1, 0)
       kept = string.sub(body, from * 8 - 7, n * 8) .. string.rep(struct.pack('<d', now), c)
     else -- drop up to cost of the units recorded at at: one run, found from the newest
       local hi = n

@@ -16,7 +16,7 @@ local function cost_of(member)
   local i = string.find(member, ':', 1, true)
   if i then
     local c = tonumber(string.sub(member, i + 1))
-    if c and c >= 1 and c <= max_log and c % 1 == 0 then return c end
+    if c and c >= 1 and c <= max_log + 1 and c % 1 == 0 then return c end -- a charge's: the limit + 1
   end
   return 1 -- a member of ours, or one written by hand: one unit
 end
@@ -62,13 +62,14 @@ end
 -- rebuild is what the meta of log says, read from log itself: the extra
 -- units, the newest and oldest entries' times (-1: none) and the number of
 -- entries; nil for a log of more entries than any limit's (none of ours).
--- It reads at most max_log + 1 entries: a meta that is missing (a fresh
+-- It reads at most max_log + 2 entries (a charge leaves a log of the
+-- largest limit max_log + 1 units): a meta that is missing (a fresh
 -- key, or one evicted apart from its log) or none of ours is rebuilt so,
 -- as is one that disagrees with its log (decide_log).
 local function rebuild(log)
-  local e = redis.call('ZRANGE', log, 0, max_log, 'WITHSCORES')
+  local e = redis.call('ZRANGE', log, 0, max_log + 1, 'WITHSCORES')
   local n = #e / 2
-  if n > max_log then return nil end
+  if n > max_log + 1 then return nil end
   if n == 0 then return 0, -1, -1, 0 end
   local extra = 0
   for i = 1, #e, 2 do extra = extra + cost_of(e[i]) - 1 end
@@ -128,7 +129,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
   if v and #v == 48 then seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v) end
   if not (v and #v == 48 and seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
       and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
-      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log and entries % 1 == 0) then
+      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log + 1 and entries % 1 == 0) then
     -- no meta, or a number that is none of ours: rebuilt from the log
     local x, t, o, c = rebuild(log)
     if not x then -- nor is the log ours: no state, as on a fresh key
@@ -186,7 +187,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       pruned = true -- the meta is written, though this call be denied
     end
   else
-    if redis.call('ZCARD', log) > max_log then -- more entries than any limit's: none of ours
+    if redis.call('ZCARD', log) > max_log + 1 then -- more entries than any limit's (and a charge's one more): none of ours
       if op == 'peek' then return {1, 0, now, 0, now} end
       redis.call('DEL', log, meta)
       v, seq, extra, newest, oldest, expires, entries = false, 0, 0, nil, nil, nil, 0
@@ -260,12 +261,12 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       redis.call('PEXPIRE', log, ttl_ms)
     end
     cost, op = 1, 'peek'
-  elseif op == 'charge' then -- recorded whatever the quota; the oldest units past the limit go
+  elseif op == 'charge' then -- recorded whatever the quota; the oldest units past limit + 1 go
     charge_fit = cost <= limit - count
-    local c = math.min(cost, limit) -- more than the limit would go at once
+    local c = math.min(cost, limit + 1) -- a log keeps limit + 1 units at most: more would go at once
     seq = add_entry(log, now, c, math.max(limit, count) + 1, seq)
     if c > 1 then extra = extra + c - 1 end
-    local excess, k, rest, offset = count + c - limit, 0, nil, 0
+    local excess, k, rest, offset = count + c - limit - 1, 0, nil, 0
     count = count + c
     while excess > 0 do -- from the oldest, 256 entries a call; the newest, c's, stays
       local e = redis.call('ZRANGE', log, offset, offset + 255, 'WITHSCORES')

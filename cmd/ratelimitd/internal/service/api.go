@@ -20,7 +20,7 @@ type AllowRequest struct {
 	Key         string `json:"key,omitempty"`
 	Descriptors []struct {
 		Entries []config.Entry `json:"entries"`
-		Cost    int64          `json:"cost,omitempty"`
+		Cost    *int64         `json:"cost,omitempty"` // set: usage, recorded whatever the quota; 0 a check
 	} `json:"descriptors,omitempty"`
 	Cost int64 `json:"cost,omitempty"`
 }
@@ -107,10 +107,15 @@ func (in AllowRequest) request() (Request, error) {
 		req.Descriptors = []Descriptor{{Entries: []config.Entry{{Key: "key", Value: in.Key}}}}
 	}
 	for i, d := range in.Descriptors {
-		if d.Cost < 0 {
-			return Request{}, fmt.Errorf("%w: descriptor %d: negative cost %d", ErrBadRequest, i, d.Cost)
+		desc := Descriptor{Entries: d.Entries}
+		if d.Cost != nil {
+			if *d.Cost < 0 {
+				return Request{}, fmt.Errorf("%w: descriptor %d: negative cost %d", ErrBadRequest, i, *d.Cost)
+			}
+			cost := uint64(*d.Cost)
+			desc.Cost = &cost
 		}
-		req.Descriptors = append(req.Descriptors, Descriptor{Entries: d.Entries, Cost: uint64(d.Cost)})
+		req.Descriptors = append(req.Descriptors, desc)
 	}
 	return req, nil
 }

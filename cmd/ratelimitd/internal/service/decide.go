@@ -19,10 +19,27 @@ import (
 // exception keeps Envoy's semantics: descriptors with different costs (a
 // per-descriptor hits_addend) are decided one by one.
 //
+// A descriptor's own hits_addend reports usage, counted as upstream counts
+// every hit: charged whatever the quota left (ratelimit.Limiter.Charge),
+// over the limit once the count passes it; a hits_addend of 0 checks the
+// limit without counting (over once the count has passed it). So a token
+// budget checked before a request and charged after it (Envoy's AI
+// Gateway) is over from the first report that overshoots.
+//
 // Shadow limits are decided and recorded on their own, and answer OK.
 func (s *Service) decide(ctx context.Context, checks []check, res *Result) error {
 	var enforced []check
 	for _, c := range checks {
+		if c.usage {
+			d, over, err := useOne(ctx, c)
+			if err != nil {
+				return err
+			}
+			st := &res.Statuses[c.index]
+			st.Decision, st.OverLimit, st.Shadowed = d, over && !c.rule.Shadow, over && c.rule.Shadow
+			res.OverLimit = res.OverLimit || st.OverLimit
+			continue
+		}
 		if !c.rule.Shadow {
 			enforced = append(enforced, c)
 			continue
@@ -115,6 +132,22 @@ func takeOne(ctx context.Context, c check) (ratelimit.Decision, error) {
 		return denied(ctx, c)
 	}
 	return c.limiter.AllowN(ctx, c.key, c.cost)
+}
+
+// useOne decides a descriptor's own usage: a charge of its cost, over when
+// it did not fit; a check (cost 0), over when the count has passed the
+// limit.
+func useOne(ctx context.Context, c check) (ratelimit.Decision, bool, error) {
+	switch {
+	case c.limiter == nil: // a rule of 0 requests: any use is over
+		d, err := denied(ctx, c)
+		return d, true, err
+	case c.cost == 0:
+		d, err := c.limiter.Peek(ctx, c.key)
+		return d, d.Count > d.Limit, err
+	}
+	d, err := c.limiter.Charge(ctx, c.key, c.cost)
+	return d, !d.Allowed, err
 }
 
 // impossible is the index in checks of one that no quota admits, or -1.

@@ -55,7 +55,11 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (
 }
 
 func fromEnvoy(d *rlv3.RateLimitDescriptor) Descriptor {
-	out := Descriptor{Entries: make([]config.Entry, len(d.GetEntries())), Cost: d.GetHitsAddend().GetValue()}
+	out := Descriptor{Entries: make([]config.Entry, len(d.GetEntries()))}
+	if h := d.GetHitsAddend(); h != nil { // set, 0 included: a check that counts nothing
+		cost := h.GetValue()
+		out.Cost = &cost
+	}
 	for j, e := range d.GetEntries() {
 		out.Entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
 	}

@@ -80,14 +80,17 @@ type check struct {
 	limiter *ratelimit.Limiter // nil when the rule denies every request
 	key     string
 	cost    int
+	// usage: the descriptor's own cost (hits_addend), counted as upstream
+	// counts it: charged whatever the quota, or for 0 checked.
+	usage bool
 }
 
 // match finds descriptor i's rule and, for a limited one, its Limiter and key.
 func (rs *ruleSet) match(req Request, i int, d Descriptor) (check, error) {
 	c := check{index: i, cost: 1}
 	switch {
-	case d.Cost > 0:
-		c.cost = int(d.Cost)
+	case d.Cost != nil:
+		c.cost, c.usage = int(*d.Cost), true
 	case req.Cost > 0:
 		c.cost = int(req.Cost)
 	}

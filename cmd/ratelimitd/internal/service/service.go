@@ -39,8 +39,11 @@ type Request struct {
 // domain's tree.
 type Descriptor struct {
 	Entries []config.Entry
-	// Cost, when not 0, replaces the request's for this descriptor.
-	Cost uint64
+	// Cost, when set (Envoy's per-descriptor hits_addend), replaces the
+	// request's for this descriptor, and reports usage as upstream counts
+	// it: recorded whatever the quota left (a charge), over the limit once
+	// the count passes it; 0 checks the limit without counting.
+	Cost *uint64
 	// Override, when set, is the request's own limit for this descriptor
 	// (Envoy's RateLimitOverride): it applies instead of the tree's.
 	Override *Override
@@ -287,8 +290,8 @@ func (s *Service) validate(req Request) error {
 				return fmt.Errorf("%w: descriptor %d has an entry of %d bytes, more than a key may hold", ErrBadRequest, i, len(e.Key)+len(e.Value))
 			}
 		}
-		if d.Cost > maxCost {
-			return fmt.Errorf("%w: descriptor %d: cost %d over %d", ErrBadRequest, i, d.Cost, maxCost)
+		if d.Cost != nil && *d.Cost > maxCost {
+			return fmt.Errorf("%w: descriptor %d: cost %d over %d", ErrBadRequest, i, *d.Cost, maxCost)
 		}
 	}
 	return nil

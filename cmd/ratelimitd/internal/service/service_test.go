@@ -186,7 +186,7 @@ func TestCostsCountAndACostOverTheLimitIsDenied(t *testing.T) {
 	r := req(one("user", "dave")...)
 	r.Cost = 2
 	assert.Equal(t, 1, decide(t, svc, r).Statuses[0].Decision.Remaining)
-	r.Descriptors[0].Cost = 1 // the descriptor's own wins
+	r.Descriptors[0].Cost = costOf(1) // the descriptor's own wins
 	assert.Equal(t, 0, decide(t, svc, r).Statuses[0].Decision.Remaining)
 
 	r = req(one("user", "erin")...)
@@ -206,7 +206,7 @@ func TestBadRequestsRecordNothing(t *testing.T) {
 		"an empty key":      req(desc("", "x")),
 		"a cost too large":  {Domain: "api", Descriptors: one("user", "x"), Cost: 1 << 40},
 		"an override unit":  req(Descriptor{Entries: one("user", "x")[0].Entries, Override: &Override{RequestsPerUnit: 1, Unit: 99}}),
-		"a descriptor cost": req(Descriptor{Entries: one("user", "x")[0].Entries, Cost: 1 << 40}),
+		"a descriptor cost": req(Descriptor{Entries: one("user", "x")[0].Entries, Cost: costOf(1 << 40)}),
 	} {
 		_, err := svc.Decide(ctx, r)
 		assert.ErrorIs(t, err, ErrBadRequest, name)
