@@ -301,7 +301,7 @@ func failed(w http.ResponseWriter, _ *http.Request, err error) {
 	case errors.Is(err, ratelimit.ErrInvalidKey):
 		http.Error(w, "rate limit: the request's key is invalid", http.StatusBadRequest)
 	case errors.Is(err, ratelimit.ErrInvalidCost):
-		http.Error(w, "rate limit: the request costs more than a limit ever admits", http.StatusBadRequest)
+		http.Error(w, "rate limit: the request's cost is invalid, or more than a limit ever admits", http.StatusBadRequest)
 	default:
 		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
 	}
