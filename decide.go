@@ -57,7 +57,7 @@ func (l *Limiter) take(ctx context.Context, c *compiled, req backend.Request) (D
 	sctx, cancel := l.budget(ctx, began)
 	out, err := l.store.Take(sctx, req)
 	cancel()
-	return l.settle(ctx, c, req, taking, true, &out, err, began)
+	return l.settle(ctx, c, req, OpTake, true, &out, err, began)
 }
 
 // peek asks the store what it would decide for req, and settles its answer;
@@ -68,22 +68,13 @@ func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request, ob
 	sctx, cancel := l.budget(ctx, began)
 	out, err := l.store.Peek(sctx, req)
 	cancel()
-	return l.settle(ctx, c, req, peeking, observe, &out, err, began)
+	return l.settle(ctx, c, req, OpPeek, observe, &out, err, began)
 }
-
-// kind is what a settled decision was: a take, a peek or a charge.
-type kind uint8
-
-const (
-	taking kind = iota
-	peeking
-	charging
-)
 
 // settle turns what the store said into what the caller gets: the failure
 // mode answers for a failed store, dry-run admits, and the observer sees it
 // all, if observe.
-func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, k kind, observe bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
+func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, k Op, observe bool, out *backend.Outcome, err error, began time.Time) (Decision, error) {
 	var d Decision
 	switch {
 	case err == nil:
@@ -100,8 +91,7 @@ func (l *Limiter) settle(ctx context.Context, c *compiled, req backend.Request, 
 		}
 	}
 	if l.observer != nil && observe {
-		l.observer.Observe(ctx, Event{Name: l.name, Policy: c.policy, Key: req.Key, Cost: int(req.Cost), Peek: k == peeking,
-			Charge: k == charging, Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
+		l.observer.Observe(ctx, Event{Name: l.name, Policy: c.policy, Key: req.Key, Cost: int(req.Cost), Op: k, Decision: d, Err: err, Latency: time.Since(began), DryRun: l.dryRun})
 	}
 	switch {
 	case err != nil && !d.Allowed:

@@ -243,7 +243,7 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, all []backend.Reque
 		if fb != nil { // a stand-in's decisions: settled one by one, as a Take's
 			errI = &backend.Fallback{Rules: fb.Rules[j : j+1], Err: fb.Err}
 		}
-		d, lerr := l.settle(ctx, cs[i], reqs[j], taking, true, &outs[j], errI, began)
+		d, lerr := l.settle(ctx, cs[i], reqs[j], OpTake, true, &outs[j], errI, began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr

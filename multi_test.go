@@ -125,7 +125,7 @@ func TestMultiObservesEachDecisionOnce(t *testing.T) {
 	var events, peeks atomic.Int64
 	observe := ratelimit.WithObserver(ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
 		events.Add(1)
-		if e.Peek {
+		if e.Op == ratelimit.OpPeek {
 			peeks.Add(1)
 		}
 	}))

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -19,6 +20,35 @@ type ObserverFunc func(ctx context.Context, e Event)
 // Observe calls f.
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
+// Op is what an Event decided.
+type Op uint8
+
+// The Ops.
+const (
+	OpTake Op = iota
+	OpPeek
+	OpCharge
+	OpAcquire
+	OpRelease
+)
+
+// String returns "take", "peek", "charge", "acquire" or "release".
+func (o Op) String() string {
+	switch o {
+	case OpTake:
+		return "take"
+	case OpPeek:
+		return "peek"
+	case OpCharge:
+		return "charge"
+	case OpAcquire:
+		return "acquire"
+	case OpRelease:
+		return "release"
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
 // Event is one decision as an Observer sees it: enough to trace a denial
 // to its key and policy, or a failure to its cause.
 type Event struct {
@@ -28,10 +58,11 @@ type Event struct {
 	// Key is the caller's key; Cost the requests asked for.
 	Key  string
 	Cost int
-	// Peek reports a Peek, which records nothing; Charge a Charge, which
-	// records its cost whatever the quota (Decision.Allowed: whether it
-	// fit).
-	Peek, Charge bool
+	// Op is what was decided: a request taken (AllowN, Wait, Multi), a
+	// Peek (which records nothing), a Charge (which records its cost
+	// whatever the quota; Decision.Allowed: whether it fit), a permit's
+	// Acquire or Release.
+	Op Op
 	// Decision is the decision made, Decision.Source saying by what: the
 	// store, or the failure mode when the store failed. It is the real
 	// decision even in dry-run mode, where the caller was admitted anyway.

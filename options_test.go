@@ -51,7 +51,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	require.Error(t, err)
 
 	require.Len(t, rec.events, 4, "three Allows and a Peek; bad input is not a decision")
-	require.True(t, rec.events[3].Peek)
+	require.Equal(t, ratelimit.OpPeek, rec.events[3].Op)
 	denial := rec.events[2]
 	require.False(t, denial.Decision.Allowed)
 	require.Equal(t, "alice", denial.Key, "a denial is traced to its key")

@@ -45,6 +45,10 @@ const (
 	// value per key. In any interval of length t it admits at most Burst +
 	// t*Limit/Window requests; RetryAfter is exact.
 	GCRA = backend.GCRA
+	// InFlight is no rate: at most Limit requests of a key in progress at
+	// once, each holding a permit, a lease of Window that it renews while
+	// it works (Limiter.Acquire; see Concurrency).
+	InFlight = backend.InFlight
 )
 
 // Bounds of a Policy: every backend decides within them exactly (Lua
@@ -112,6 +116,14 @@ func NewPolicy(alg Algorithm, n int, window time.Duration) Policy {
 // and up to burst at once.
 func TokenBucket(rate int, period time.Duration, burst int) Policy {
 	return Policy{Limit: rate, Window: period, Algorithm: GCRA, Burst: burst}
+}
+
+// Concurrency is an InFlight policy: at most n requests of a key in progress
+// at once, across every instance sharing the store, each holding a permit
+// leased for lease at a time and renewed while it works; a holder that
+// crashed has its permit back within lease (plus the store's slack).
+func Concurrency(n int, lease time.Duration) Policy {
+	return Policy{Limit: n, Window: lease, Algorithm: InFlight}
 }
 
 // Validate reports why p cannot be used, wrapping ErrInvalidPolicy, or nil:

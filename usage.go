@@ -52,7 +52,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Decision, erro
 	sctx, cancel := l.budget(ctx, began)
 	out, err := l.store.Charge(sctx, req)
 	cancel()
-	return l.settle(ctx, c, req, charging, true, &out, err, began)
+	return l.settle(ctx, c, req, OpCharge, true, &out, err, began)
 }
 
 // Undo gives back n of what the admission d of key took (AllowN's, Wait's

@@ -148,6 +148,21 @@ func (r *Request) Validate() error {
 	return ValidateKey(r.Key)
 }
 
+// ValidateAcquire is Validate for an Acquire or a Release of permit id:
+// an InFlight rule, a cost of 1 (ErrInvalidCost), an id in [1,
+// algorithm.MaxPermitID] (ErrInvalidArgument).
+func (r *Request) ValidateAcquire(id int64) error {
+	switch {
+	case r.Rule != nil && r.Rule.alg != InFlight:
+		return fmt.Errorf("%w: permits under a %v rule: only an InFlight rule holds permits", ErrInvalidPolicy, r.Rule.alg)
+	case r.Cost != 1:
+		return fmt.Errorf("%w: %d permits at once, want 1", ErrInvalidCost, r.Cost)
+	case id < 1 || id > algorithm.MaxPermitID:
+		return fmt.Errorf("%w: permit id %d, want 1 to %d", ErrInvalidArgument, id, int64(algorithm.MaxPermitID))
+	}
+	return r.Validate()
+}
+
 // ValidateCharge is Validate for a Charge, whose cost may pass the rule's
 // MaxCost: at most MaxCharge (ErrInvalidCost).
 func (r *Request) ValidateCharge() error {
@@ -189,8 +204,8 @@ type Outcome = algorithm.Outcome
 // store is rather than does (in process, the node of a key, a feed of
 // changes) is its Info, read once.
 //
-// Take, Peek and Reset every store implements; TakeAll, Refund and Charge
-// a store may leave to Unimplemented, embedded, which answers errors.ErrUnsupported
+// Take, Peek and Reset every store implements; TakeAll, Refund, Charge,
+// Acquire and Release a store may leave to Unimplemented, embedded, which answers errors.ErrUnsupported
 // (the one way a store says it cannot), and Info the zero Info. Every
 // method returns an Outcome or an error, never both: a store that cannot
 // decide returns an error, and the Limiter's failure mode chooses what to
@@ -246,6 +261,21 @@ type Store interface {
 	// afterwards, Allowed when the charge fit in the quota. It validates
 	// with Request.ValidateCharge.
 	Charge(ctx context.Context, req Request) (Outcome, error)
+	// Acquire takes a permit of req.Key under req.Rule, an InFlight rule
+	// (Limit permits held at once, each a lease of Window µs), as permit
+	// id, when one is free; an id already held is renewed, whatever is
+	// free. It answers as Take: Count the permits held, ResetAt when the
+	// first lease ends, a denial's RetryAfter until one does (package
+	// algorithm's Leases). req.Cost is 1; Request.ValidateAcquire checks
+	// it and id. A holder renews its lease while it works (Acquire again
+	// with its id) and releases it when done; one that crashed has its
+	// permit back when the lease ends. Other operations refuse an InFlight
+	// rule but Peek, which says how many are held.
+	Acquire(ctx context.Context, req Request, id int64) (Outcome, error)
+	// Release gives permit id back; an id not held (released already, or
+	// its lease ended) changes nothing. It answers what Peek of 1 says
+	// afterwards.
+	Release(ctx context.Context, req Request, id int64) (Outcome, error)
 	// Reset forgets the state of key under prefix, for every algorithm:
 	// its full quota is available at once. Resetting an unknown key is not
 	// an error.
@@ -285,9 +315,9 @@ type Info struct {
 }
 
 // Unimplemented answers the operations of Store that a store may leave out:
-// TakeAll, Refund and Charge with an error wrapping errors.ErrUnsupported
-// (callers then decide several requests one by one, and cannot refund or
-// charge), and Info with the zero Info. Embed it in a store, which then
+// TakeAll, Refund, Charge, Acquire and Release with an error wrapping
+// errors.ErrUnsupported (callers then decide several requests one by one,
+// and cannot refund, charge or hold permits), and Info with the zero Info. Embed it in a store, which then
 // implements Take, Peek and Reset, and whatever else it can, as the
 // conformance kit's example store does.
 type Unimplemented struct{}
@@ -305,6 +335,16 @@ func (Unimplemented) Refund(context.Context, Request) (Outcome, error) {
 // Charge implements Store: errors.ErrUnsupported.
 func (Unimplemented) Charge(context.Context, Request) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("ratelimit/backend: charging: %w", errors.ErrUnsupported)
+}
+
+// Acquire implements Store: errors.ErrUnsupported.
+func (Unimplemented) Acquire(context.Context, Request, int64) (Outcome, error) {
+	return Outcome{}, fmt.Errorf("ratelimit/backend: permits: %w", errors.ErrUnsupported)
+}
+
+// Release implements Store: errors.ErrUnsupported.
+func (Unimplemented) Release(context.Context, Request, int64) (Outcome, error) {
+	return Outcome{}, fmt.Errorf("ratelimit/backend: permits: %w", errors.ErrUnsupported)
 }
 
 // Info implements Store: the zero Info.

@@ -13,16 +13,20 @@ import (
 // constants are the same values under the same names.
 type Algorithm uint8
 
-// The algorithms; package algorithm has their rules.
+// The algorithms; package algorithm has their rules. InFlight is no rate:
+// a key holds at most Limit permits at once, each a lease of Window that
+// its holder renews while it works (Store.Acquire and Release).
 const (
 	SlidingWindow Algorithm = iota
 	FixedWindow
 	SlidingWindowCounter
 	GCRA
+	InFlight
 	numAlgorithms
 )
 
-// Algorithms is every algorithm, in the order of their values.
+// Algorithms is every algorithm of a rate (InFlight is none), in the order
+// of their values.
 func Algorithms() []Algorithm {
 	return []Algorithm{SlidingWindow, FixedWindow, SlidingWindowCounter, GCRA}
 }
@@ -38,6 +42,8 @@ func (a Algorithm) String() string {
 		return "counter"
 	case GCRA:
 		return "gcra"
+	case InFlight:
+		return "inflight"
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
@@ -120,6 +126,10 @@ func checkPolicy(alg Algorithm, limit int64, window time.Duration, burst int64) 
 		return fmt.Errorf("%w: window %v is longer than MaxWindow (%v)", ErrInvalidPolicy, window, MaxWindow)
 	}
 	switch alg {
+	case InFlight:
+		if limit > MaxLogLimit {
+			return fmt.Errorf("%w: %d permits, over MaxLogLimit (%d): a store keeps a lease per permit", ErrInvalidPolicy, limit, MaxLogLimit)
+		}
 	case SlidingWindow:
 		if limit > MaxLogLimit {
 			return fmt.Errorf("%w: limit %d is over MaxLogLimit (%d) for the sliding log, which keeps an entry per request: use SlidingWindowCounter or GCRA", ErrInvalidPolicy, limit, MaxLogLimit)

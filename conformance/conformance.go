@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 func RunStore(t *testing.T, newStore NewStore, opts ...Option) {
 	run(t, newStore, storeScenarios, true, opts)
 	c := optionsOf(opts)
+	runPermits(t, newStore, c)
 	if len(c.algorithms) < len(backend.Algorithms()) {
 		t.Run("refuses the algorithms it does not support", func(t *testing.T) { refusesUnsupported(t, newStore, c.algorithms) })
 	}

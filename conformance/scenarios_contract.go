@@ -259,7 +259,7 @@ func multiAnswersAsTheModel(t *testing.T, e *env) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen[ev.Name]++
-		if ev.Peek {
+		if ev.Op == ratelimit.OpPeek {
 			peeks++
 		}
 	}))

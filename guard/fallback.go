@@ -16,11 +16,7 @@ func (s *Store) local(ctx context.Context, req backend.Request, do call, cause e
 	if s.fallback == nil {
 		return backend.Outcome{}, cause
 	}
-	validate := req.Validate
-	if do.charge {
-		validate = req.ValidateCharge
-	}
-	if err := validate(); err != nil { // the primary did not see it: validated here, once
+	if err := do.validate(&req); err != nil { // the primary did not see it: validated here, once
 		return backend.Outcome{}, fmt.Errorf("ratelimit/guard: %w", err)
 	}
 	sh := s.shareOf(req.Rule)

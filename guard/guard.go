@@ -297,11 +297,40 @@ func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcom
 	return s.decide(ctx, req, call{do: backend.Store.Charge, charge: true})
 }
 
-// call is an operation the guard passes on: the store's method, and
-// whether its cost may pass the rule's MaxCost (a charge's).
+// Acquire implements backend.Store: the primary's permits through the
+// breaker, or while it cannot answer, the fallback's (this instance's share
+// of them). A store that cannot hold permits answers errors.ErrUnsupported.
+func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.decide(ctx, req, call{permit: id, do: func(st backend.Store, ctx context.Context, req backend.Request) (backend.Outcome, error) {
+		return st.Acquire(ctx, req, id)
+	}})
+}
+
+// Release implements backend.Store, as Acquire.
+func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.decide(ctx, req, call{permit: id, do: func(st backend.Store, ctx context.Context, req backend.Request) (backend.Outcome, error) {
+		return st.Release(ctx, req, id)
+	}})
+}
+
+// call is an operation the guard passes on: the store's method, whether
+// its cost may pass the rule's MaxCost (a charge's), and the permit it
+// acquires or releases (0: none).
 type call struct {
 	do     func(backend.Store, context.Context, backend.Request) (backend.Outcome, error)
 	charge bool
+	permit int64
+}
+
+// validate checks req for the call, as the store would (see local).
+func (c call) validate(req *backend.Request) error {
+	switch {
+	case c.charge:
+		return req.ValidateCharge()
+	case c.permit != 0:
+		return req.ValidateAcquire(c.permit)
+	}
+	return req.Validate()
 }
 
 func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backend.Outcome, error) {

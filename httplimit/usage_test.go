@@ -19,7 +19,7 @@ import (
 type charges struct{ n atomic.Int64 }
 
 func (c *charges) Observe(_ context.Context, e ratelimit.Event) {
-	if e.Charge {
+	if e.Op == ratelimit.OpCharge {
 		c.n.Add(1)
 	}
 }

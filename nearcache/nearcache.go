@@ -307,6 +307,16 @@ func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcom
 	return s.next.Charge(ctx, req)
 }
 
+// Acquire implements backend.Store: the store's (permits are never cached).
+func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.next.Acquire(ctx, req, id)
+}
+
+// Release implements backend.Store: the store's.
+func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.next.Release(ctx, req, id)
+}
+
 // TakeAll implements backend.Store (errors.ErrUnsupported if the store
 // cannot). When a request of cost 1 has a cached denial, the step
 // is denied here, without the store: nothing is recorded, that request's

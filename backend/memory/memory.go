@@ -220,6 +220,41 @@ func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcom
 	return s.decide(ctx, &req, charge)
 }
 
+// Acquire implements backend.Store.
+func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.permit(ctx, &req, id, true)
+}
+
+// Release implements backend.Store.
+func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.permit(ctx, &req, id, false)
+}
+
+// permit is Acquire, or Release, under the lock of req's shard, released on
+// every path (see unlock); the clock is read under it, as decide's.
+func (s *Store) permit(ctx context.Context, req *backend.Request, id int64, acquire bool) (out backend.Outcome, err error) {
+	if err = ctx.Err(); err != nil {
+		return out, err
+	}
+	if err = req.ValidateAcquire(id); err != nil {
+		return out, err
+	}
+	rd := ruleOf(req.Rule)
+	h := s.hash(req, rd)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.unlock(&err)
+	storeNow := s.micros()
+	now := storeNow
+	if req.Now != 0 {
+		now = req.Now
+	}
+	if err = sh.permit(req, rd, h, now, storeNow, id, acquire, &out); err != nil {
+		return backend.Outcome{}, err
+	}
+	return out, nil
+}
+
 func (s *Store) decide(ctx context.Context, req *backend.Request, o op) (backend.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Outcome{}, err
@@ -272,6 +307,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		req := &reqs[i]
 		if err := req.Validate(); err != nil {
 			return err
+		}
+		if req.Rule.Algorithm() == backend.InFlight {
+			return backend.Unsupported("ratelimit/memory: permits taken together", backend.InFlight)
 		}
 		for _, other := range reqs[:i] {
 			if other.Key == req.Key && other.Rule.Algorithm() == req.Rule.Algorithm() && other.Rule.Prefix() == req.Rule.Prefix() {
@@ -331,7 +369,7 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, alg := range backend.Algorithms() {
+	for _, alg := range append(backend.Algorithms(), backend.InFlight) { // the permits too
 		h := maphash.String(s.seed, key) ^ namespace(prefix, alg)
 		s.resetLocked(&s.shards[h&s.mask], h, prefix, key, alg)
 	}
@@ -351,6 +389,8 @@ func (s *Store) resetLocked(sh *shard, h uint64, prefix, key string, alg backend
 		forget(sh, &sh.counter, h, key, sc)
 	case backend.GCRA:
 		forget(sh, &sh.gcra, h, key, sc)
+	case backend.InFlight:
+		forget(sh, &sh.leases, h, key, sc)
 	}
 }
 

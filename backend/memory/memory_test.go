@@ -115,6 +115,13 @@ func (o only) Peek(ctx context.Context, r backend.Request) (backend.Outcome, err
 	return o.Store.Peek(ctx, r)
 }
 
+func (o only) Acquire(ctx context.Context, r backend.Request, id int64) (backend.Outcome, error) {
+	if err := o.check(r); err != nil {
+		return backend.Outcome{}, err
+	}
+	return o.Store.Acquire(ctx, r, id)
+}
+
 func (o only) Refund(ctx context.Context, r backend.Request) (backend.Outcome, error) {
 	if err := o.check(r); err != nil {
 		return backend.Outcome{}, err

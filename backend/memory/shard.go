@@ -16,8 +16,9 @@ type shard struct {
 	fixed      table[algorithm.Fixed]
 	counter    table[algorithm.SlidingCounter]
 	gcra       table[algorithm.Bucket]
-	capacity   int // keys, in all tables
-	entries    int // log entries held
+	leases     table[algorithm.Leases] // InFlight's permits
+	capacity   int                     // keys, in all tables
+	entries    int                     // log entries held
 	maxEntries int
 	refuse     bool   // WhenFull is RefuseNewKeys
 	stats      *stats // the store's
@@ -33,7 +34,9 @@ type keys interface {
 	drop(ref uint32) (entries int)
 }
 
-func (sh *shard) tables() [4]keys { return [...]keys{&sh.log, &sh.fixed, &sh.counter, &sh.gcra} }
+func (sh *shard) tables() [5]keys {
+	return [...]keys{&sh.log, &sh.fixed, &sh.counter, &sh.gcra, &sh.leases}
+}
 
 // op is what a decision does.
 type op uint8
@@ -64,8 +67,40 @@ func (sh *shard) decide(req *backend.Request, rd *ruled, h uint64, now, storeNow
 		return decideIn(sh, &sh.counter, req, rd, h, now, storeNow, o, out)
 	case backend.SlidingWindow:
 		return decideIn(sh, &sh.log, req, rd, h, now, storeNow, o, out)
+	case backend.InFlight:
+		if o == peek { // the permits held; any other operation is Acquire's or Release's
+			if _, r := sh.leases.find(h, req.Key, rd.scope); r != nil {
+				*out = r.st.Peek(now, rd.rate, req.Cost)
+			} else {
+				*out = (&algorithm.Leases{}).Peek(now, rd.rate, req.Cost)
+			}
+			return nil
+		}
 	}
 	return backend.Unsupported("ratelimit/memory", req.Rule.Algorithm())
+}
+
+// permit acquires (or renews) permit id of req's key, or releases it.
+func (sh *shard) permit(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, id int64, acquire bool, out *algorithm.Outcome) error {
+	var e algorithm.Effect
+	if acquire {
+		_, r, err := enter(sh, &sh.leases, req, rd, h, storeNow)
+		if err != nil {
+			return err
+		}
+		*out, e = r.st.Acquire(now, rd.rate, id)
+		r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
+		return nil
+	}
+	ref, r := sh.leases.find(h, req.Key, rd.scope)
+	if r == nil { // nothing held: nothing to release
+		*out = (&algorithm.Leases{}).Peek(now, rd.rate, 1)
+		return nil
+	}
+	sh.leases.used(ref, r)
+	*out, e = r.st.Release(now, rd.rate, id)
+	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
+	return nil
 }
 
 // takeHeld decides a Take of a key the shard holds under an O(1)
@@ -256,7 +291,10 @@ func (sh *shard) makeRoom(now int64) error {
 	if sh.keyCount() < sh.capacity {
 		return nil
 	}
-	most := max(tables[0].len(), tables[1].len(), tables[2].len(), tables[3].len())
+	most := 0
+	for _, t := range tables {
+		most = max(most, t.len())
+	}
 	for c := idleProbation; c <= sweep; c++ {
 		for _, t := range tables {
 			if c == sweep && t.len() < most {

@@ -152,7 +152,7 @@ type call struct {
 // TakeAll), and of the EVAL that replaces it after NOSCRIPT, boxed once.
 var (
 	evalsha, eval any = "evalsha", "eval"
-	shas              = func() (b [4]any) {
+	shas              = func() (b [lua.Algorithms]any) {
 		for alg := range b {
 			b[alg] = lua.For(backend.Algorithm(alg)).SHA1
 		}

@@ -20,7 +20,7 @@ import (
 // The words naming each algorithm's function, boxed once.
 var (
 	fcallWord any = "fcall"
-	functions     = func() (b [4]any) {
+	functions     = func() (b [lua.Algorithms]any) {
 		for alg := range b {
 			b[alg] = lua.Function(backend.Algorithm(alg))
 		}

@@ -131,6 +131,16 @@ func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcom
 	return s.core.Decide(ctx, req, lua.Charge)
 }
 
+// Acquire implements backend.Store: one FCALL (or EVALSHA).
+func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.core.Permit(ctx, req, id, lua.Acquire)
+}
+
+// Release implements backend.Store: one FCALL (or EVALSHA).
+func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.core.Permit(ctx, req, id, lua.Release)
+}
+
 // Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
 // on the channel of changes (see Info).
 func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {

@@ -54,7 +54,7 @@ type conn struct {
 	client vk.Client
 	// ones are the scripts of one request by algorithm, allLua the one of
 	// TakeAll (lua.For, lua.All).
-	ones   [4]*vk.Lua
+	ones   [lua.Algorithms]*vk.Lua
 	allLua *vk.Lua
 	args   *lua.ArgCache[string]
 	// lastTimeout is when a call last timed out (Unix ns), 0 for never:
@@ -137,6 +137,16 @@ func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome,
 // Charge implements backend.Store: one FCALL (or EVALSHA).
 func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	return s.core.Decide(ctx, req, lua.Charge)
+}
+
+// Acquire implements backend.Store: one FCALL (or EVALSHA).
+func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.core.Permit(ctx, req, id, lua.Acquire)
+}
+
+// Release implements backend.Store: one FCALL (or EVALSHA).
+func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.core.Permit(ctx, req, id, lua.Release)
 }
 
 // Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH

@@ -145,6 +145,9 @@ func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
 		if err := reqs[i].Validate(); err != nil {
 			return err
 		}
+		if reqs[i].Rule.Algorithm() == backend.InFlight {
+			return backend.Unsupported("permits taken together", backend.InFlight)
+		}
 	}
 	return nil
 }

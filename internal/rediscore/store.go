@@ -104,6 +104,8 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	defer Recover(s.Name, &err)
 	validate := req.Validate
 	switch {
+	case req.Rule != nil && req.Rule.Algorithm() == backend.InFlight && op != lua.Peek:
+		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, backend.Unsupported("a take, a charge or a refund of permits", backend.InFlight))
 	case op == lua.Charge:
 		validate = req.ValidateCharge
 	case op == lua.Refund && req.Admitted != 0:
@@ -121,6 +123,24 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	}
 	if op == lua.Refund || op == lua.Undo || op == lua.Charge { // a near cache's denial of the key is no longer exact
 		s.changed(ctx, req.Rule.Prefix(), req.Key)
+	}
+	return out, nil
+}
+
+// Permit acquires (or renews) permit id of req's key, or releases it (op
+// Acquire or Release): one FCALL (or EVALSHA).
+func (s *Store) Permit(ctx context.Context, req backend.Request, id int64, op lua.Op) (out backend.Outcome, err error) {
+	defer Recover(s.Name, &err)
+	if err := req.ValidateAcquire(id); err != nil {
+		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	req.Admitted = id // the script's ARGV[8]
+	reply, err := s.run(ctx, req, op)
+	if err == nil {
+		out, err = lua.Outcome(reply)
+	}
+	if err != nil {
+		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
 	}
 	return out, nil
 }

@@ -106,7 +106,7 @@ func (e *events) Observe(_ context.Context, ev ratelimit.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.all++
-	if ev.Peek {
+	if ev.Op == ratelimit.OpPeek {
 		e.peeks++
 	}
 	e.byName[ev.Name]++

@@ -36,6 +36,11 @@ const (
 	// Undo gives back up to Request.Cost of the admission recorded at
 	// Request.Admitted.
 	Undo
+	// Acquire takes (or renews) the permit whose id is in
+	// Request.Admitted, as the script's ARGV[8] (an in-flight limit).
+	Acquire
+	// Release gives that permit back.
+	Release
 	numOps
 )
 
@@ -74,7 +79,7 @@ type ruleArgs[T any] struct {
 func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
 		ops: [numOps]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet"),
-			Charge: str("charge"), Undo: str("undo")},
+			Charge: str("charge"), Undo: str("undo"), Acquire: str("acquire"), Release: str("release")},
 		owned: owner.New()}
 }
 
@@ -88,7 +93,7 @@ func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
 func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 	ra := c.ruleArgs(req.Rule)
 	args = append(c.appendArgs(args, req, op, ra), ra.policy...)
-	if op == Undo { // the admission's time, ARGV[8] whatever the policy's length
+	if op == Undo || op == Acquire || op == Release { // the admission's time or the permit's id, ARGV[8] whatever the policy's length
 		if len(ra.policy) == 2 {
 			args = append(args, c.serverClock) // the empty string: no third number
 		}
@@ -116,7 +121,7 @@ func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
 
 // algorithmArgs are the names of the algorithms in All.
 var algorithmArgs = [...]string{backend.SlidingWindow: "sw", backend.FixedWindow: "fw",
-	backend.SlidingWindowCounter: "swc", backend.GCRA: "gcra"}
+	backend.SlidingWindowCounter: "swc", backend.GCRA: "gcra", backend.InFlight: "p"}
 
 // appendArgs appends op, now, cost and the retention.
 func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op, ra *ruleArgs[T]) []T {

@@ -27,6 +27,8 @@ import (
 //	P{K}:c        the sliding window counter: 24 bytes, start, prev, cur
 //	P{K}:g        GCRA: 28 bytes, the doubles at and level, then unit and
 //	              drain as 6-byte little-endian unsigned integers
+//	P{K}:p        an in-flight limit's permits: a sorted set of the
+//	              holders' ids, each scored by when its lease ends (µs)
 //
 // Packed doubles are exact (every number is an integer below 2^53), and
 // the server packs and unpacks them for less than it formats and parses
@@ -73,6 +75,7 @@ var suffixes = [...]string{
 	backend.FixedWindow:          "f",
 	backend.SlidingWindowCounter: "c",
 	backend.GCRA:                 "g",
+	backend.InFlight:             "p",
 }
 
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
@@ -118,13 +121,13 @@ func StoredKeys(req backend.Request) []string {
 	return keys
 }
 
-// AllKeys are every server key of key under prefix, under every algorithm:
-// what Reset deletes.
+// AllKeys are every server key of key under prefix, under every algorithm
+// (permits included): what Reset deletes.
 func AllKeys(prefix, key string) []string {
 	prefix = escape(prefix)
 	meta := name(prefix, key, slidingSuffix+metaSuffix)
 	keys := []string{meta[:len(meta)-len(metaSuffix)], meta}
-	for _, alg := range []backend.Algorithm{backend.FixedWindow, backend.SlidingWindowCounter, backend.GCRA} {
+	for _, alg := range []backend.Algorithm{backend.FixedWindow, backend.SlidingWindowCounter, backend.GCRA, backend.InFlight} {
 		keys = append(keys, name(prefix, key, suffixes[alg]))
 	}
 	return keys

@@ -29,7 +29,7 @@ var LibraryName string
 var Library string
 
 // functions are the names of the functions, by algorithm.
-var functions [4]string
+var functions [len(bodies)]string
 
 // Function is the name of the function deciding one request under alg, as
 // For(alg) does, with the same keys and arguments.
@@ -45,6 +45,7 @@ var bodies = [...]string{
 	backend.FixedWindow:          one + fixedBody,
 	backend.SlidingWindowCounter: one + counterBody,
 	backend.GCRA:                 one + gcraBody,
+	backend.InFlight:             one + inflightBody,
 }
 
 // FunctionParts are the library's text outside its functions and the body

@@ -42,6 +42,8 @@ var (
 	one string
 	//go:embed state.lua
 	state string
+	//go:embed inflight.lua
+	inflightBody string
 
 	// sliding is the sliding log's functions, both forms.
 	sliding = slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
@@ -70,6 +72,7 @@ var (
 		backend.FixedWindow:          newLua(prelude + one + fixedBody),
 		backend.SlidingWindowCounter: newLua(prelude + one + counterBody),
 		backend.GCRA:                 newLua(prelude + one + gcraBody),
+		backend.InFlight:             newLua(prelude + one + inflightBody),
 	}
 
 	byName = func() map[string]string {
@@ -95,6 +98,10 @@ func newLua(text string) *Lua {
 	h := sha1.Sum([]byte(text))
 	return &Lua{Text: text, SHA1: hex.EncodeToString(h[:])}
 }
+
+// Algorithms is the number of algorithms that have a script of one request
+// (For), InFlight's permits included: the size of an array of them.
+const Algorithms = len(ones)
 
 // For is the script deciding one request under alg (Take, Peek, Refund),
 // with the arguments For and AppendFor make; several requests together
