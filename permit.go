@@ -63,7 +63,9 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Permit, Decision, e
 	case d.Source == SourceFailOpen, !out.Allowed(): // a failure mode's or a dry run's admission
 		p.released = true // holds nothing: nothing to renew or give back
 	default:
+		p.mu.Lock() // renew reads the timer under the lock: it may fire at once
 		p.timer = time.AfterFunc(p.every(), p.renew)
+		p.mu.Unlock()
 	}
 	return p, d, nil
 }

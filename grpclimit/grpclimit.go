@@ -23,6 +23,11 @@
 //     if ri, ok := d.(*errdetails.RetryInfo); ok { wait := ri.GetRetryDelay().AsDuration() ... }
 //     }
 //
+// A rule whose Limiter's policy is InFlight (ratelimit.Concurrency) holds a
+// permit while the handler runs (a stream's, until it ends), taken once the
+// other rules admitted the call; when every permit is held the call fails
+// with codes.ResourceExhausted and a RetryInfo of when the first lease ends.
+//
 // When a store fails, the Limiter's failure mode decides, as in httplimit:
 // a Limiter that fails closed (the default) fails the call with
 // codes.Unavailable; one built WithFailOpen lets it through. A call with no
@@ -80,9 +85,10 @@ type Rule struct {
 
 // Interceptor applies Rules to calls. Create it with New.
 type Interceptor struct {
-	rules   []Rule
-	multi   *ratelimit.Multi
-	plain   bool // every rule takes 1 and none is a Usage rule: Multi.Allow
+	rules   []Rule           // the rates', decided together
+	permits []Rule           // the InFlight policies', a permit each held while the handler runs
+	multi   *ratelimit.Multi // nil: no rate
+	plain   bool             // every rule takes 1 and none is a Usage rule: Multi.Allow
 	onError func(ctx context.Context, err error) error
 }
 
@@ -98,20 +104,27 @@ func WithErrorHandler(h func(ctx context.Context, err error) error) Option {
 
 // New returns an Interceptor applying rules, in order, to every call.
 func New(rules []Rule, opts ...Option) (*Interceptor, error) {
-	limiters := make([]*ratelimit.Limiter, len(rules))
-	for i, r := range rules {
-		if r.Limiter == nil || r.Key == nil {
-			return nil, fmt.Errorf("%w: rule %d has no limiter or no key function", ratelimit.ErrInvalidArgument, i)
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("%w: no rules", ratelimit.ErrInvalidArgument)
+	}
+	i := &Interceptor{plain: true, onError: failed}
+	var limiters []*ratelimit.Limiter
+	for n, r := range rules {
+		switch {
+		case r.Limiter == nil || r.Key == nil:
+			return nil, fmt.Errorf("%w: rule %d has no limiter or no key function", ratelimit.ErrInvalidArgument, n)
+		case r.Limiter.Policy().Algorithm == ratelimit.InFlight:
+			i.permits = append(i.permits, r)
+			continue
 		}
-		limiters[i] = r.Limiter
-	}
-	multi, err := ratelimit.NewMulti(limiters...)
-	if err != nil {
-		return nil, err
-	}
-	i := &Interceptor{rules: rules, multi: multi, plain: true, onError: failed}
-	for _, r := range rules {
+		i.rules, limiters = append(i.rules, r), append(limiters, r.Limiter)
 		i.plain = i.plain && r.Cost == nil && !r.Usage
+	}
+	if len(limiters) > 0 {
+		var err error
+		if i.multi, err = ratelimit.NewMulti(limiters...); err != nil {
+			return nil, err
+		}
 	}
 	for _, o := range opts {
 		o(i)
@@ -122,13 +135,14 @@ func New(rules []Rule, opts ...Option) (*Interceptor, error) {
 // Unary is the interceptor of unary calls (grpc.UnaryInterceptor).
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		a, err := i.decide(ctx, info.FullMethod)
+		a, held, err := i.enter(ctx, info.FullMethod)
 		if err != nil {
 			if md := pushback(err); md != nil {
 				_ = grpc.SetTrailer(ctx, md) // fails only outside a server's call
 			}
 			return nil, err
 		}
+		defer release(ctx, held)
 		if a == nil {
 			return handler(ctx, req)
 		}
@@ -141,13 +155,14 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // is decided once, when it opens.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		a, err := i.decide(ss.Context(), info.FullMethod)
+		a, held, err := i.enter(ss.Context(), info.FullMethod)
 		if err != nil {
 			if md := pushback(err); md != nil {
 				ss.SetTrailer(md)
 			}
 			return err
 		}
+		defer release(ss.Context(), held)
 		if a == nil {
 			return handler(srv, ss)
 		}
@@ -156,10 +171,25 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	}
 }
 
-// decide admits the call (a nil error: with its admission to settle
-// after the handler, but for plain rules) or returns the error it fails
-// with.
+// enter admits the call (a nil error) with its admission to settle after
+// the handler (nil for plain rules) and the permits it holds until then, or
+// returns the error it fails with.
+func (i *Interceptor) enter(ctx context.Context, method string) (*admission, []*ratelimit.Permit, error) {
+	a, err := i.decide(ctx, method)
+	if err != nil || len(i.permits) == 0 {
+		return a, nil, err
+	}
+	held, err := i.acquire(ctx, method)
+	return a, held, err
+}
+
+// decide admits the call by the rates (a nil error: with its admission to
+// settle after the handler, but for plain rules) or returns the error it
+// fails with.
 func (i *Interceptor) decide(ctx context.Context, method string) (*admission, error) {
+	if i.multi == nil {
+		return nil, nil
+	}
 	keys := make([]string, len(i.rules))
 	for n, rule := range i.rules {
 		k, err := rule.Key(ctx, method)
@@ -188,15 +218,21 @@ func (i *Interceptor) decide(ctx context.Context, method string) (*admission, er
 		}
 		return &admission{keys: keys, costs: costs, d: d, used: new(atomic.Int64)}, nil
 	}
+	return nil, exhausted(d.Decision, d.Name)
+}
+
+// exhausted is the error of a call the Limiter named name denied as d:
+// ResourceExhausted, with a RetryInfo of d's RetryAfter.
+func exhausted(d ratelimit.Decision, name string) error {
 	msg := "rate limit exceeded"
-	if d.Name != "" {
-		msg += " (" + d.Name + ")"
+	if name != "" {
+		msg += " (" + name + ")"
 	}
 	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
 	if err != nil { // a detail that cannot be marshalled: not with these types
-		return nil, status.Error(codes.ResourceExhausted, msg)
+		return status.Error(codes.ResourceExhausted, msg)
 	}
-	return nil, st.Err()
+	return st.Err()
 }
 
 // pushback is the trailer that tells grpc-go's own retry (a retryPolicy

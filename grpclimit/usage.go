@@ -76,3 +76,38 @@ type usageStream struct {
 }
 
 func (s *usageStream) Context() context.Context { return s.ctx }
+
+// acquire takes a permit of each InFlight rule for the call: the permits
+// held, or the error the call fails with (a denial is ResourceExhausted;
+// every permit taken before it is given back).
+func (i *Interceptor) acquire(ctx context.Context, method string) ([]*ratelimit.Permit, error) {
+	held := make([]*ratelimit.Permit, 0, len(i.permits))
+	for _, rule := range i.permits {
+		key, err := rule.Key(ctx, method)
+		if err == nil && key == "" {
+			err = ErrNoKey
+		}
+		var p *ratelimit.Permit
+		var d ratelimit.Decision
+		if err == nil {
+			p, d, err = rule.Limiter.Acquire(ctx, key)
+		}
+		if err != nil || p == nil {
+			release(ctx, held)
+			if err != nil {
+				return nil, i.onError(ctx, err)
+			}
+			return nil, exhausted(d, rule.Limiter.Name())
+		}
+		held = append(held, p)
+	}
+	return held, nil
+}
+
+// release gives permits back; a failure ends a lease by itself.
+func release(ctx context.Context, permits []*ratelimit.Permit) {
+	ctx = context.WithoutCancel(ctx) // the client gone, the permit still goes back
+	for _, p := range permits {
+		_ = p.Release(ctx)
+	}
+}

@@ -84,3 +84,61 @@ func TestAUsageRuleChargesWhatTheHandlerReports(t *testing.T) {
 		return err == nil && d.Count == 400
 	}, 5*time.Second, time.Millisecond, "a stream's usage, charged when it ends")
 }
+
+// waiting is a health service whose Watch stream stays open until told.
+type waiting struct {
+	healthpb.UnimplementedHealthServer
+	entered chan struct{}
+	leave   chan struct{}
+}
+
+func (w waiting) Watch(_ *healthpb.HealthCheckRequest, ss healthpb.Health_WatchServer) error {
+	w.entered <- struct{}{}
+	<-w.leave
+	return ss.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
+}
+
+// A rule of an InFlight policy holds a permit while a stream is open: with
+// one stream open under a limit of one, a second is refused with
+// ResourceExhausted, and once the first ends, the next opens.
+func TestAnInFlightRuleHoldsAPermitWhileAStreamIsOpen(t *testing.T) {
+	streams := limiter(t, memoryStore(t), ratelimit.Concurrency(1, time.Minute), ratelimit.WithName("streams"))
+	i, err := grpclimit.New([]grpclimit.Rule{{Limiter: streams, Key: grpclimit.Method()}})
+	require.NoError(t, err)
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(i.Unary()), grpc.StreamInterceptor(i.Stream()))
+	w := waiting{entered: make(chan struct{}, 2), leave: make(chan struct{})}
+	healthpb.RegisterHealthServer(srv, w)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	client := healthpb.NewHealthClient(conn)
+	ctx := context.Background()
+
+	first, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	<-w.entered
+	second, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = second.Recv()
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "one stream open: no permit left")
+	w.leave <- struct{}{}
+	_, err = first.Recv()
+	require.NoError(t, err)
+	_, err = first.Recv() // the end of the stream: its permit given back
+	require.Error(t, err)
+	require.Eventually(t, func() bool {
+		d, err := streams.Peek(ctx, "/grpc.health.v1.Health/Watch")
+		return err == nil && d.Count == 0
+	}, 5*time.Second, time.Millisecond)
+	third, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	<-w.entered
+	close(w.leave)
+	_, err = third.Recv()
+	require.NoError(t, err)
+}

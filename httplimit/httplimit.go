@@ -9,7 +9,11 @@
 // handler reports with ReportUsage (tokens, bytes), charged once the
 // handler returns: checked before (or reserved, with a Cost), charged
 // after, so that requests in flight pass it by no more than their usage
-// (beyond what they reserved).
+// (beyond what they reserved). A rule whose Limiter's policy is InFlight
+// (ratelimit.Concurrency) holds a permit while the handler runs, taken once
+// the other rules admitted the request: when every permit is held, the
+// request gets 429 with Retry-After (when the first lease ends, should none
+// be renewed), and no RateLimit fields for it.
 // Every response carries the two fields of the IETF draft
 // (draft-ietf-httpapi-ratelimit-headers-11), structured fields with one item
 // per policy, named by the Limiter's WithName ("default" for a single
@@ -78,9 +82,10 @@ type Rule struct {
 
 // Middleware applies Rules to requests. Create it with New.
 type Middleware struct {
-	rules   []Rule
-	names   []string // the policies' names, as structured-field strings
-	multi   *ratelimit.Multi
+	rules   []Rule // the rates', decided together
+	permits []Rule // the InFlight policies', a permit each held while the handler runs
+	names   []string // the rates' names, as structured-field strings
+	multi   *ratelimit.Multi // nil: no rate
 	plain   bool // every rule takes 1 and none is a Usage rule: Multi.Allow
 	legacy  bool
 	early   bool
@@ -120,20 +125,27 @@ func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error))
 
 // New returns a Middleware applying rules, in order, to every request.
 func New(rules []Rule, opts ...Option) (*Middleware, error) {
-	limiters := make([]*ratelimit.Limiter, len(rules))
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("%w: no rules", ratelimit.ErrInvalidArgument)
+	}
+	m := &Middleware{plain: true, legacy: true, denied: tooManyRequests, onError: failed}
+	var limiters []*ratelimit.Limiter
 	for i, r := range rules {
-		if r.Limiter == nil || r.Key == nil {
+		switch {
+		case r.Limiter == nil || r.Key == nil:
 			return nil, fmt.Errorf("%w: rule %d has no limiter or no key function", ratelimit.ErrInvalidArgument, i)
+		case r.Limiter.Policy().Algorithm == ratelimit.InFlight:
+			m.permits = append(m.permits, r)
+			continue
 		}
-		limiters[i] = r.Limiter
-	}
-	multi, err := ratelimit.NewMulti(limiters...)
-	if err != nil {
-		return nil, err
-	}
-	m := &Middleware{rules: rules, multi: multi, plain: true, legacy: true, denied: tooManyRequests, onError: failed}
-	for _, r := range rules {
+		m.rules, limiters = append(m.rules, r), append(limiters, r.Limiter)
 		m.plain = m.plain && r.Cost == nil && !r.Usage
+	}
+	if len(limiters) > 0 {
+		var err error
+		if m.multi, err = ratelimit.NewMulti(limiters...); err != nil {
+			return nil, err
+		}
 	}
 	for _, o := range opts {
 		o(m)
@@ -167,19 +179,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 			keys[i] = k
 		}
-		var d ratelimit.MultiDecision
-		var costs []int
-		var err error
-		if m.plain {
-			d, err = m.multi.Allow(r.Context(), keys...)
-		} else if costs, err = m.costs(r); err == nil {
-			d, err = m.multi.AllowCosts(r.Context(), keys, costs)
-		}
+		d, costs, err := m.decide(r, keys)
 		if err != nil { // failed closed, or bad input
 			m.onError(w, r, err)
 			return
 		}
-		if d.Source != ratelimit.SourceFailOpen { // else an admission with no quota to tell
+		if m.multi != nil && d.Source != ratelimit.SourceFailOpen { // else no quota to tell
 			m.setHeaders(w.Header(), d)
 		}
 		if !d.Allowed {
@@ -187,12 +192,43 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.denied(w, r, d)
 			return
 		}
+		if len(m.permits) > 0 {
+			held, denial, err := m.acquire(r)
+			if err != nil {
+				m.onError(w, r, err)
+				return
+			}
+			if denial != nil {
+				w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(denial.RetryAfter, 1), 10))
+				m.denied(w, r, *denial)
+				return
+			}
+			defer release(r.Context(), held)
+		}
 		if m.plain {
 			next.ServeHTTP(w, r)
 			return
 		}
 		m.serveAndSettle(w, r, next, keys, costs, d)
 	})
+}
+
+// decide decides the rates' rules for r (keys[i] the i-th's): every one
+// takes 1, or their costs.
+func (m *Middleware) decide(r *http.Request, keys []string) (ratelimit.MultiDecision, []int, error) {
+	switch {
+	case m.multi == nil:
+		return ratelimit.MultiDecision{Decision: ratelimit.Decision{Allowed: true}}, nil, nil
+	case m.plain:
+		d, err := m.multi.Allow(r.Context(), keys...)
+		return d, nil, err
+	}
+	costs, err := m.costs(r)
+	if err != nil {
+		return ratelimit.MultiDecision{}, nil, err
+	}
+	d, err := m.multi.AllowCosts(r.Context(), keys, costs)
+	return d, costs, err
 }
 
 func (m *Middleware) setHeaders(h http.Header, md ratelimit.MultiDecision) {

@@ -61,3 +61,38 @@ func settle(ctx context.Context, rules []Rule, keys []string, costs []int, d rat
 		}
 	}
 }
+
+// acquire takes a permit of each InFlight rule for r: the permits held, or
+// the first denial (every permit taken before it given back).
+func (m *Middleware) acquire(r *http.Request) ([]*ratelimit.Permit, *ratelimit.MultiDecision, error) {
+	held := make([]*ratelimit.Permit, 0, len(m.permits))
+	for _, rule := range m.permits {
+		key, err := rule.Key(r)
+		if err == nil && key == "" {
+			err = ErrNoKey
+		}
+		var p *ratelimit.Permit
+		var d ratelimit.Decision
+		if err == nil {
+			p, d, err = rule.Limiter.Acquire(r.Context(), key)
+		}
+		if err != nil || p == nil {
+			release(r.Context(), held)
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, &ratelimit.MultiDecision{Decision: d, Name: rule.Limiter.Name(),
+				Decisions: []ratelimit.Decision{d}, Policies: []ratelimit.Policy{rule.Limiter.Policy()}}, nil
+		}
+		held = append(held, p)
+	}
+	return held, nil, nil
+}
+
+// release gives permits back; a failure ends a lease by itself.
+func release(ctx context.Context, permits []*ratelimit.Permit) {
+	ctx = context.WithoutCancel(ctx) // the client gone, the permit still goes back
+	for _, p := range permits {
+		_ = p.Release(ctx)
+	}
+}

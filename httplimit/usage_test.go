@@ -91,3 +91,39 @@ func TestAUsageRuleWithACostReservesThenSettles(t *testing.T) {
 	require.Equal(t, 520, count(), "a denial reserves nothing")
 	require.Equal(t, 400, get(t, srv.URL, "Estimate", "5000").StatusCode, "more than the budget could ever hold")
 }
+
+// A rule of an InFlight policy holds a permit while the handler runs: with
+// two requests in the handler, a third gets 429 with Retry-After, and once
+// one leaves, the next gets in.
+func TestAnInFlightRuleHoldsAPermitWhileTheHandlerRuns(t *testing.T) {
+	s := memoryStore(t)
+	jobs := limiter(t, s, ratelimit.Concurrency(2, time.Minute), ratelimit.WithName("jobs"))
+	perMinute := limiter(t, s, ratelimit.PerMinute(100), ratelimit.WithName("per-minute"))
+	user := func(*http.Request) (string, error) { return "ann", nil }
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: jobs, Key: user}, {Limiter: perMinute, Key: user}})
+	require.NoError(t, err)
+	entered, leave := make(chan struct{}, 4), make(chan struct{})
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-leave
+	})))
+	t.Cleanup(srv.Close)
+	codes := make(chan int, 4)
+	for range 2 {
+		go func() { codes <- get(t, srv.URL).StatusCode }()
+		<-entered
+	}
+	resp := get(t, srv.URL)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "two in the handler: no permit left")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	leave <- struct{}{}
+	require.Equal(t, http.StatusOK, <-codes)
+	go func() { codes <- get(t, srv.URL).StatusCode }()
+	<-entered // one left: the next is in
+	close(leave)
+	require.Equal(t, http.StatusOK, <-codes)
+	require.Equal(t, http.StatusOK, <-codes)
+	d, err := jobs.Peek(context.Background(), "ann")
+	require.NoError(t, err)
+	require.Zero(t, d.Count, "every permit given back")
+}

@@ -9,6 +9,7 @@
 //
 //	ratelimit_decisions_total{policy, result="allowed|denied|error", source="store|fail-open|...", dry_run="true|false"}
 //	ratelimit_decision_duration_seconds{policy}   (a histogram of the store's latency)
+//	ratelimit_permits_held{policy}                (an InFlight policy's permits this process holds)
 //
 // and, from a guard.Store built WithStateObserver(obs.BreakerStateChanged),
 // labelled by the guard's name:
@@ -42,6 +43,7 @@ import (
 type Observer struct {
 	decisions   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
+	permits     *prometheus.GaugeVec
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 }
@@ -54,6 +56,10 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Name: "ratelimit_decisions_total",
 			Help: "Rate limit decisions, by policy, result (allowed, denied, error) and what made them (the store, or a failure mode).",
 		}, []string{"policy", "result", "source", "dry_run"}),
+		permits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratelimit_permits_held",
+			Help: "Permits of an InFlight policy this process holds (acquired from the store, not yet released).",
+		}, []string{"policy"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_decision_duration_seconds",
 			Help:    "Time the store took to decide.",
@@ -68,7 +74,7 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 			Help: "Changes of a guarded store's circuit breaker, by the state entered.",
 		}, []string{"store", "to"}),
 	}
-	for _, c := range []prometheus.Collector{o.decisions, o.latency, o.state, o.transitions} {
+	for _, c := range []prometheus.Collector{o.decisions, o.latency, o.permits, o.state, o.transitions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -80,6 +86,13 @@ func New(reg prometheus.Registerer) (*Observer, error) {
 // allowed or denied with its source; only an error the caller got counts as
 // "error".
 func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
+	switch {
+	case e.Op == ratelimit.OpRelease: // a permit given back: not a decision
+		o.permits.WithLabelValues(e.Name).Dec()
+		return
+	case e.Op == ratelimit.OpAcquire && e.Decision.Allowed && e.Decision.Source == ratelimit.SourceStore:
+		o.permits.WithLabelValues(e.Name).Inc()
+	}
 	result := "allowed"
 	switch {
 	case e.Err != nil && e.Decision.Source == ratelimit.SourceStore:
@@ -89,6 +102,12 @@ func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 	}
 	o.decisions.WithLabelValues(e.Name, result, e.Decision.Source.String(), strconv.FormatBool(e.DryRun)).Inc()
 	o.latency.WithLabelValues(e.Name).Observe(e.Latency.Seconds())
+}
+
+// PermitsHeld is the gauge of the permits policy's Limiter holds in this
+// process (ratelimit_permits_held).
+func (o *Observer) PermitsHeld(policy string) prometheus.Gauge {
+	return o.permits.WithLabelValues(policy)
 }
 
 // BreakerState sets the state gauge of store's breaker, counting no

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -121,4 +122,32 @@ ratelimit_memory_active_evictions_total{store="local"} 2
 ratelimit_memory_keys{store="local"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_memory_keys", "ratelimit_memory_active_evictions_total"))
+}
+
+// The permits an InFlight policy's Limiter holds in this process: up with
+// each permit acquired, down with each released; a denial holds none.
+func TestCountsThePermitsHeld(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	obs, err := promlimit.New(reg)
+	require.NoError(t, err)
+	s, err := memory.New()
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	l, err := ratelimit.New(s, ratelimit.Concurrency(2, time.Minute), ratelimit.WithName("jobs"), ratelimit.WithObserver(obs))
+	require.NoError(t, err)
+	held := func() float64 { return testutil.ToFloat64(obs.PermitsHeld("jobs")) }
+	a, _, err := l.Acquire(ctx, "tenant")
+	require.NoError(t, err)
+	b, _, err := l.Acquire(ctx, "tenant")
+	require.NoError(t, err)
+	none, _, err := l.Acquire(ctx, "tenant")
+	require.NoError(t, err)
+	require.Nil(t, none)
+	require.Equal(t, 2.0, held())
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, a.Release(ctx), "twice: counted once")
+	require.Equal(t, 1.0, held())
+	require.NoError(t, b.Release(ctx))
+	require.Equal(t, 0.0, held())
 }
