@@ -82,11 +82,11 @@ type Rule struct {
 
 // Middleware applies Rules to requests. Create it with New.
 type Middleware struct {
-	rules   []Rule // the rates', decided together
-	permits []Rule // the InFlight policies', a permit each held while the handler runs
-	names   []string // the rates' names, as structured-field strings
+	rules   []Rule           // the rates', decided together
+	permits []Rule           // the InFlight policies', a permit each held while the handler runs
+	names   []string         // the rates' names, as structured-field strings
 	multi   *ratelimit.Multi // nil: no rate
-	plain   bool // every rule takes 1 and none is a Usage rule: Multi.Allow
+	plain   bool             // every rule takes 1 and none is a Usage rule: Multi.Allow
 	legacy  bool
 	early   bool
 	denied  func(w http.ResponseWriter, r *http.Request, d ratelimit.MultiDecision)
