@@ -53,6 +53,18 @@
 // a time later than the request's by more than MaxSkew (a clock that stepped
 // back) is re-timed to the request's time, as package algorithm's Take does.
 //
+// # The penalty box
+//
+// Under a rule with a Block (Rule.Block, Rule.WithBlock), a Take that is
+// denied, or a Charge that does not fit, blocks its key (its state: the
+// rule's prefix, the key, the algorithm) for Block from that decision, in
+// the same atomic step: until then every decision of that state is a
+// denial whose RetryAfter is the block's rest, ResetAt its end and Count
+// MaxCost, whatever the state holds (a Charge, a Refund and an Undo still
+// do their work). A TakeAll denies a blocked key's request, and blocks a
+// key it denies. Reset lifts a block; nothing else does, and a peek that
+// would deny blocks nothing.
+//
 // Stored state is distrusted: a row or a key may have been written by hand,
 // by a bug elsewhere or by a botched migration. State that does not load
 // (UnmarshalBinary's algorithm.ErrBadState: bytes that are no state, a
@@ -312,6 +324,11 @@ type Info struct {
 	// nil: the store tells of none (no change is made elsewhere that it
 	// could tell of).
 	Changes func(ctx context.Context, changed func(prefix, key string)) (hearing func() bool)
+	// Blocks says the store keeps penalty boxes (Rule.Block: see Store).
+	// A Limiter refuses a policy with one on a store that does not
+	// (ErrInvalidPolicy, wrapping errors.ErrUnsupported): a store written
+	// before boxes were would decide such a rule as if it had none.
+	Blocks bool
 }
 
 // Unimplemented answers the operations of Store that a store may leave out:

@@ -79,6 +79,7 @@ type Rule struct {
 	retain  int64 // µs
 	prefix  string
 	alg     Algorithm
+	block   int64        // µs: the penalty box (WithBlock); 0: none
 	own     owner.Values // what stores derived from the rule: see Own
 }
 
@@ -183,6 +184,37 @@ func (r *Rule) Retain() int64 { return r.retain }
 // different prefixes never share state.
 func (r *Rule) Prefix() string { return r.prefix }
 
+// Block is the rule's penalty box, µs (0: none): a key whose Take is
+// denied, or whose Charge does not fit, is blocked for Block, every
+// decision of its state a denial until then (see Store).
+func (r *Rule) Block() int64 { return r.block }
+
+// WithBlock is the rule with a penalty box of d (see Block): a new rule,
+// r unchanged. d is in [0, MaxWindow] (ErrInvalidPolicy); an InFlight rule
+// has none.
+func (r *Rule) WithBlock(d time.Duration) (*Rule, error) {
+	switch {
+	case d < 0 || d > MaxWindow:
+		return nil, fmt.Errorf("%w: a block of %v is not in [0, MaxWindow]", ErrInvalidPolicy, d)
+	case d > 0 && r.alg == InFlight:
+		return nil, fmt.Errorf("%w: permits have no block", ErrInvalidPolicy)
+	}
+	return &Rule{rate: r.rate, maxCost: r.maxCost, retain: r.retain, prefix: r.prefix, alg: r.alg, block: d.Microseconds()}, nil
+}
+
+// WithLimit is the rule with limit and burst in place of its own, all else
+// kept (the window, the retention, the prefix, the algorithm, the penalty
+// box): a new rule, r unchanged, checked as NewRule checks (a share of a
+// limit: package guard's local mode).
+func (r *Rule) WithLimit(limit, burst int64) (*Rule, error) {
+	n, err := NewRule(r.alg, limit, time.Duration(r.Window())*time.Microsecond, burst, time.Duration(r.retain)*time.Microsecond, r.prefix)
+	if err != nil {
+		return nil, err
+	}
+	n.block = r.block
+	return n, nil
+}
+
 // Own is what build made of the rule for the owner k, made on first use
 // and kept with the rule, so that a store derives its own arguments (a
 // script's, a prefix's hash) once per rule, not once per decision. It is
@@ -210,8 +242,12 @@ func (r *Rule) own2(k *owner.Key, build func(*Rule) any) any {
 
 // String formats the rule as "100 per 60000000µs (sliding)".
 func (r *Rule) String() string {
-	if r.alg == GCRA {
-		return fmt.Sprintf("%d per %dµs, burst %d (%v)", r.rate.Limit, r.rate.Window, r.rate.Burst, r.alg)
+	block := ""
+	if r.block > 0 {
+		block = fmt.Sprintf(", blocking %dµs", r.block)
 	}
-	return fmt.Sprintf("%d per %dµs (%v)", r.rate.Limit, r.rate.Window, r.alg)
+	if r.alg == GCRA {
+		return fmt.Sprintf("%d per %dµs, burst %d (%v)%s", r.rate.Limit, r.rate.Window, r.rate.Burst, r.alg, block)
+	}
+	return fmt.Sprintf("%d per %dµs (%v)%s", r.rate.Limit, r.rate.Window, r.alg, block)
 }
