@@ -33,11 +33,9 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,7 +168,7 @@ func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s.clock == nil {
+	if s.clock == nil && rd.block == 0 { // a penalty box is guard's, through sh.take
 		// s.micros(), written out (it is not inlined); read under the
 		// lock: see decideLocked.
 		storeNow := s.startMicros + int64(time.Since(s.start)/time.Microsecond)
@@ -244,11 +242,7 @@ func (s *Store) permit(ctx context.Context, req *backend.Request, id int64, acqu
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.unlock(&err)
-	storeNow := s.micros()
-	now := storeNow
-	if req.Now != 0 {
-		now = req.Now
-	}
+	now, storeNow := s.times(req)
 	if err = sh.permit(req, rd, h, now, storeNow, id, acquire, &out); err != nil {
 		return backend.Outcome{}, err
 	}
@@ -271,6 +265,16 @@ func (s *Store) decide(ctx context.Context, req *backend.Request, o op) (backend
 	return s.decideLocked(&s.shards[h&s.mask], req, rd, h, o)
 }
 
+// times reads the store's clock (under the shard's lock: see decideLocked)
+// and the request's time, the store's when the caller gave none.
+func (s *Store) times(req *backend.Request) (now, storeNow int64) {
+	storeNow = s.micros()
+	if req.Now != 0 {
+		return req.Now, storeNow
+	}
+	return storeNow, storeNow
+}
+
 // decideLocked does o for req under the lock of sh, its shard, released on
 // every path (see unlock).
 func (s *Store) decideLocked(sh *shard, req *backend.Request, rd *ruled, h uint64, o op) (_ backend.Outcome, err error) {
@@ -278,89 +282,12 @@ func (s *Store) decideLocked(sh *shard, req *backend.Request, rd *ruled, h uint6
 	defer sh.unlock(&err)
 	// The store's clock is read under the lock, so that the decisions on a
 	// key are made in the order of their times, as on a server.
-	storeNow := s.micros()
-	now := storeNow
-	if req.Now != 0 {
-		now = req.Now
-	}
+	now, storeNow := s.times(req)
 	var out backend.Outcome
 	if err = sh.decide(req, rd, h, now, storeNow, o, &out); err != nil {
 		return backend.Outcome{}, err
 	}
 	return out, nil
-}
-
-// TakeAll implements backend.Store: the shards of every request are locked
-// (in a fixed order), then every request is peeked at and, if all would be
-// admitted, taken.
-func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(outs) != len(reqs) {
-		return fmt.Errorf("ratelimit/memory: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
-	}
-	hashes := make([]uint64, len(reqs))
-	rds := make([]*ruled, len(reqs))
-	shards := make([]uint64, 0, len(reqs))
-	for i := range reqs {
-		req := &reqs[i]
-		if err := req.Validate(); err != nil {
-			return err
-		}
-		if req.Rule.Algorithm() == backend.InFlight {
-			return backend.Unsupported("ratelimit/memory: permits taken together", backend.InFlight)
-		}
-		for _, other := range reqs[:i] {
-			if other.Key == req.Key && other.Rule.Algorithm() == req.Rule.Algorithm() && other.Rule.Prefix() == req.Rule.Prefix() {
-				return fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
-			}
-		}
-		rds[i] = ruleOf(req.Rule)
-		hashes[i] = s.hash(req, rds[i])
-		shards = append(shards, hashes[i]&s.mask)
-	}
-	slices.Sort(shards) // locks are taken in one order: no deadlock between two TakeAlls
-	shards = slices.Compact(shards)
-	return s.takeAllLocked(shards, reqs, rds, hashes, outs)
-}
-
-// takeAllLocked decides reqs under the locks of shards (sorted), released
-// on every path (see unlock).
-func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, rds []*ruled, hashes []uint64, outs []backend.Outcome) (err error) {
-	for _, i := range shards {
-		s.shards[i].mu.Lock()
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = panicked(r)
-		}
-		for _, i := range shards {
-			s.shards[i].mu.Unlock()
-		}
-	}()
-	storeNow := s.micros() // one instant for the requests on the store's clock
-	at := func(req *backend.Request) int64 {
-		if req.Now != 0 {
-			return req.Now
-		}
-		return storeNow
-	}
-	all := true
-	for i := range reqs {
-		sh := &s.shards[hashes[i]&s.mask]
-		outs[i] = backend.Outcome{}
-		_ = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, peek, &outs[i]) // a peek stores nothing: never refused
-		all = all && outs[i].Allowed()
-	}
-	for i := 0; all && i < len(reqs) && err == nil; i++ {
-		// A full store refusing a new key (RefuseNewKeys) may do so after
-		// an earlier request of the batch was recorded: the error is
-		// returned all the same.
-		sh := &s.shards[hashes[i]&s.mask]
-		err = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i])
-	}
-	return err
 }
 
 // Reset implements backend.Store: it drops the key's state under prefix and
@@ -392,6 +319,7 @@ func (s *Store) resetLocked(sh *shard, h uint64, prefix, key string, alg backend
 	case backend.InFlight:
 		forget(sh, &sh.leases, h, key, sc)
 	}
+	forget(sh, &sh.blocks, h, key, sc) // a penalty box is lifted
 }
 
 // forget drops key's state under scope from t, if held.
@@ -404,7 +332,7 @@ func forget[S any](sh *shard, t *table[S], h uint64, key string, sc unique.Handl
 // Info implements backend.Store: in process (a decision waits on nothing
 // but a shard's lock, so a Limiter sets it no time budget), one node, no
 // change made elsewhere.
-func (s *Store) Info() backend.Info { return backend.Info{InProcess: true} }
+func (s *Store) Info() backend.Info { return backend.Info{InProcess: true, Blocks: true} }
 
 // Len is the number of states held: a key used under several prefixes or
 // algorithms counts once for each.

@@ -18,6 +18,7 @@ type ruled struct {
 	ns    uint64
 	scope unique.Handle[scope]
 	rate  algorithm.Rate
+	block int64 // the penalty box, µs (0: none)
 }
 
 // scope is what a key's state is kept under besides the key: a prefix and
@@ -40,7 +41,7 @@ func ruleOf(r *backend.Rule) *ruled {
 }
 
 func derive(r *backend.Rule) any {
-	return &ruled{ns: namespace(r.Prefix(), r.Algorithm()), scope: unique.Make(scope{r.Prefix(), r.Algorithm()}), rate: r.Rate()}
+	return &ruled{ns: namespace(r.Prefix(), r.Algorithm()), scope: unique.Make(scope{r.Prefix(), r.Algorithm()}), rate: r.Rate(), block: r.Block()}
 }
 
 // namespaceSeed is random per process: a namespace is no hash to keep.

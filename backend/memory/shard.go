@@ -17,6 +17,7 @@ type shard struct {
 	counter    table[algorithm.SlidingCounter]
 	gcra       table[algorithm.Bucket]
 	leases     table[algorithm.Leases] // InFlight's permits
+	blocks     table[blocked]          // the penalty boxes (backend.Rule.Block)
 	capacity   int                     // keys, in all tables
 	entries    int                     // log entries held
 	maxEntries int
@@ -34,8 +35,8 @@ type keys interface {
 	drop(ref uint32) (entries int)
 }
 
-func (sh *shard) tables() [5]keys {
-	return [...]keys{&sh.log, &sh.fixed, &sh.counter, &sh.gcra, &sh.leases}
+func (sh *shard) tables() [6]keys {
+	return [...]keys{&sh.log, &sh.fixed, &sh.counter, &sh.gcra, &sh.leases, &sh.blocks}
 }
 
 // op is what a decision does.
@@ -52,6 +53,14 @@ const (
 // its outcome to out; h is the hash of req's state, storeNow the store's
 // clock, which expiry is kept on.
 func (sh *shard) decide(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
+	if rd.block > 0 && o != take { // a take: through take
+		return sh.boxed(req, rd, h, now, storeNow, o, out)
+	}
+	return sh.decideUnboxed(req, rd, h, now, storeNow, o, out)
+}
+
+// decideUnboxed is decide, but for a penalty box.
+func (sh *shard) decideUnboxed(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, o op, out *algorithm.Outcome) error {
 	switch o {
 	case take:
 		return sh.take(req, rd, h, now, storeNow, out)
@@ -139,6 +148,14 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 
 // take is decide's take.
 func (sh *shard) take(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
+	if rd.block > 0 {
+		return sh.boxed(req, rd, h, now, storeNow, take, out)
+	}
+	return sh.takeIn(req, rd, h, now, storeNow, out)
+}
+
+// takeIn is take, but for a penalty box.
+func (sh *shard) takeIn(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) error {
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
 		return takeIn(sh, &sh.gcra, req, rd, h, now, storeNow, out)
