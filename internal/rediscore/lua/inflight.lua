@@ -8,48 +8,50 @@
 -- still holds its permit until its score passes (a key written by hand is
 -- never a way to more permits); a key of another type is no state.
 local limit, lease = p1, p2
-local kind = redis.call('TYPE', ka).ok
-if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', ka) end
-local last = redis.call('ZRANGE', ka, -1, -1, 'WITHSCORES')[2]
+local last = redis.pcall('ZRANGE', ka, -1, -1, 'WITHSCORES')
+if last.err then -- a key of another type
+  redis.call('DEL', ka)
+  last = {}
+end
+last = tonumber(last[2])
 if last then -- the key's time: its latest acquisition's, the last lease's end less the lease
-  local t = tonumber(last) - lease
+  local t = last - lease
   if t > now and t - now <= max_skew then now = t end
 end
-local member = at and string.format('%.0f', at)
-local write = false
-if op ~= 'peek' then
-  write = redis.call('ZREMRANGEBYSCORE', ka, '-inf', now) > 0 -- the leases ended
-end
-local held = redis.call('ZCOUNT', ka, string.format('(%.0f', now), '+inf')
-local allowed = true
-if op == 'acquire' then
-  if redis.call('ZSCORE', ka, member) then -- held: renewed
-    redis.call('ZADD', ka, 'XX', now + lease, member)
-    write = true
-  elseif held < limit then
-    redis.call('ZADD', ka, now + lease, member)
-    held, write = held + 1, true
+local member, live = at and string.format('%.0f', at), string.format('(%.0f', now)
+local held, allowed, first
+if op == 'acquire' then -- the ended leases pruned, then counted
+  redis.call('ZREMRANGEBYSCORE', ka, '-inf', now)
+  held, allowed = redis.call('ZCARD', ka), true
+  local ends = now + lease
+  if held < limit then
+    if redis.call('ZADD', ka, 'NX', ends, member) == 1 then
+      held = held + 1
+    else -- held: renewed
+      redis.call('ZADD', ka, 'XX', ends, member)
+    end
+  elseif redis.call('ZSCORE', ka, member) then -- held, at the limit: renewed
+    redis.call('ZADD', ka, 'XX', ends, member)
   else
     allowed = false
   end
-elseif op == 'release' then
-  if redis.call('ZREM', ka, member) == 1 then held, write = held - 1, true end
-  allowed = held + 1 <= limit -- a peek of one, afterwards
-else
-  allowed = cost <= limit - held
+  if allowed then -- the key lives as long as its last lease
+    redis.call('PEXPIRE', ka, math.max(math.floor((math.max(ends, last or 0) - now + 999) / 1000), retain) + slack)
+  end
+  first = redis.call('ZRANGE', ka, 0, 0, 'WITHSCORES')[2]
+else -- the acquires prune: the leases ended are not counted
+  if op == 'release' then redis.call('ZREM', ka, member) end
+  held = redis.call('ZCOUNT', ka, live, '+inf')
+  allowed = (op == 'release' and 1 or cost) <= limit - held -- a release: a peek of one, afterwards
+  first = redis.call('ZRANGEBYSCORE', ka, live, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
 end
-local first = redis.call('ZRANGEBYSCORE', ka, string.format('(%.0f', now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
 local reset_at, retry = now, 0
 if first then reset_at = tonumber(first) end
 if not allowed then
   retry = lease -- more than the limit: until one could have been renewed and ended
   local k = held + (op == 'acquire' and 1 or cost) - limit -- the leases to end first
   if k <= held then
-    retry = tonumber(redis.call('ZRANGEBYSCORE', ka, string.format('(%.0f', now), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]) - now
+    retry = tonumber(redis.call('ZRANGEBYSCORE', ka, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]) - now
   end
-end
-if write then
-  local ends = tonumber(redis.call('ZRANGE', ka, -1, -1, 'WITHSCORES')[2] or now)
-  redis.call('PEXPIRE', ka, math.max(math.floor((ends - now + 999) / 1000), retain) + slack)
 end
 return {allowed and 1 or 0, held, reset_at, retry, now}
