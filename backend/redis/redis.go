@@ -169,7 +169,7 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 // background). Its Changes are a subscription to the server's channel of
 // changes (see changes).
 func (s *Store) Info() backend.Info {
-	info := backend.Info{Changes: s.changes}
+	info := backend.Info{Changes: s.changes, Blocks: true}
 	if s.c.masterFor != nil {
 		info.Node = s.node
 	}

@@ -171,7 +171,7 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 // master of the key's slot (see node); its Changes are a subscription to
 // the server's channel of changes (see changes).
 func (s *Store) Info() backend.Info {
-	info := backend.Info{Changes: s.changes}
+	info := backend.Info{Changes: s.changes, Blocks: true}
 	if s.c.client.Mode() == vk.ClientModeCluster {
 		info.Node = s.node
 	}

@@ -12,10 +12,11 @@ import (
 
 // ArgsPerRequest is the number of arguments of each request in All
 // (decide.lua).
-const ArgsPerRequest = 8
+const ArgsPerRequest = 9
 
-// MaxArgs is the most arguments For returns (one.lua's: an undo's).
-const MaxArgs = ArgsPerRequest
+// MaxArgs is the most arguments For returns (one.lua's: an undo's or a
+// permit's id in ARGV[8], a penalty box's length in ARGV[9]).
+const MaxArgs = 9
 
 // Op is what the script does with a request.
 type Op uint8
@@ -70,6 +71,7 @@ type ArgCache[T any] struct {
 type ruleArgs[T any] struct {
 	alg      T
 	retainMS T
+	block    *T // the penalty box's length (µs); nil: none
 	// policy is limit and window, or for GCRA burst, unit and drain.
 	policy []T
 }
@@ -93,11 +95,19 @@ func (c *ArgCache[T]) For(req backend.Request, op Op) []T {
 func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 	ra := c.ruleArgs(req.Rule)
 	args = append(c.appendArgs(args, req, op, ra), ra.policy...)
-	if op == Undo || op == Acquire || op == Release { // the admission's time or the permit's id, ARGV[8] whatever the policy's length
+	undo := op == Undo || op == Acquire || op == Release
+	if undo || ra.block != nil { // ARGV[8] and [9], whatever the policy's length
 		if len(ra.policy) == 2 {
 			args = append(args, c.serverClock) // the empty string: no third number
 		}
-		args = append(args, c.format(req.Admitted))
+		if undo {
+			args = append(args, c.format(req.Admitted)) // the admission's time or the permit's id
+		} else {
+			args = append(args, c.serverClock)
+		}
+	}
+	if ra.block != nil {
+		args = append(args, *ra.block)
 	}
 	return args
 }
@@ -114,6 +124,11 @@ func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
 		args = append(c.appendArgs(append(args, ra.alg), req, op, ra), ra.policy...)
 		if len(ra.policy) == 2 {
 			args = append(args, c.serverClock) // the empty string: no third number
+		}
+		if ra.block != nil {
+			args = append(args, *ra.block)
+		} else {
+			args = append(args, c.serverClock) // no penalty box
 		}
 	}
 	return args
@@ -137,6 +152,10 @@ func (c *ArgCache[T]) ruleArgs(rule *backend.Rule) *ruleArgs[T] {
 	return rule.Own(c.owned, func(rule *backend.Rule) any {
 		r := rule.Rate()
 		ra := &ruleArgs[T]{alg: c.str(algorithmArgs[rule.Algorithm()]), retainMS: c.format((rule.Retain() + 999) / 1000)}
+		if rule.Block() > 0 {
+			b := c.format(rule.Block())
+			ra.block = &b
+		}
 		if rule.Algorithm() == backend.GCRA {
 			ra.policy = []T{c.format(r.Burst), c.format(r.Unit), c.format(r.Drain)}
 		} else {

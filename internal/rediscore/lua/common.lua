@@ -46,3 +46,14 @@ local max_time, max_count, max_level, max_unit, max_log, slack, max_skew, max_ch
 -- takes until every request is known to be admitted (decide.lua), holds
 -- them: {key, value, ttl (ms)} each.
 local quiet, pending = false, nil
+
+-- The penalty box (package backend's Rule.Block): kblock, the box's key of
+-- the one request a script decides (nil: the rule has none), block its
+-- length (µs), boxed_until when the key is in it; op0 and now0 the
+-- request's op and time as it came (a body re-times now), maxcost the
+-- rule's largest cost (the policy's p1: a limit, or GCRA's burst). A boxed
+-- key is denied (a charge, a refund, an undo still do their work, and answer
+-- as a peek afterwards would); a take denied or a charge that did not fit
+-- puts it there. one.lua reads the box, box.lua answers so after a body;
+-- inline, not functions: a call of one request creates no closure.
+local kblock, block, boxed_until, op0, now0, maxcost

@@ -77,4 +77,4 @@ elseif cur > 0 then
   reset_at = start + 2 * window - math.floor(math.floor((cur - 1) * 1000 / cur) * window / 1000)
 end
 if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer
-return {allowed and 1 or 0, count, reset_at, retry, now}
+local r = {allowed and 1 or 0, count, reset_at, retry, now} -- box.lua returns it

@@ -41,4 +41,4 @@ if write then
   end
 end
 if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer
-return {allowed and 1 or 0, count, reset_at, retry, now}
+local r = {allowed and 1 or 0, count, reset_at, retry, now} -- box.lua returns it

@@ -61,4 +61,4 @@ local count = floor((level + unit - 1) / unit)
 local reset_at = now
 if count > 0 then reset_at = now + floor((level - (count - 1) * unit + drain - 1) / drain) end
 if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer
-return {allowed and 1 or 0, count, reset_at, retry, now}
+local r = {allowed and 1 or 0, count, reset_at, retry, now} -- box.lua returns it

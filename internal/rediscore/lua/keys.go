@@ -29,6 +29,9 @@ import (
 //	              drain as 6-byte little-endian unsigned integers
 //	P{K}:p        an in-flight limit's permits: a sorted set of the
 //	              holders' ids, each scored by when its lease ends (µs)
+//	P{K}:sw:b, P{K}:f:b, P{K}:c:b, P{K}:g:b
+//	              a penalty box (a rule's Block) of the state beside it:
+//	              until when (µs) the key is denied, as a decimal string
 //
 // Packed doubles are exact (every number is an integer below 2^53), and
 // the server packs and unpacks them for less than it formats and parses
@@ -78,6 +81,15 @@ var suffixes = [...]string{
 	backend.InFlight:             "p",
 }
 
+// boxSuffixes are the names of each algorithm's penalty box: its state's,
+// and ":b".
+var boxSuffixes = [...]string{
+	backend.SlidingWindow:        slidingSuffix + ":b",
+	backend.FixedWindow:          "f:b",
+	backend.SlidingWindowCounter: "c:b",
+	backend.GCRA:                 "g:b",
+}
+
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 func escape(s string) string {
@@ -104,11 +116,17 @@ func Keys(req backend.Request) []string {
 // its meta's less the suffix), else the state's one key.
 func AppendKeys(keys []string, req backend.Request) []string {
 	prefix := escape(req.Rule.Prefix())
-	if alg := req.Rule.Algorithm(); alg != backend.SlidingWindow {
-		return append(keys, name(prefix, req.Key, suffixes[alg]))
+	alg := req.Rule.Algorithm()
+	if alg != backend.SlidingWindow {
+		keys = append(keys, name(prefix, req.Key, suffixes[alg]))
+	} else {
+		meta := name(prefix, req.Key, slidingSuffix+metaSuffix)
+		keys = append(keys, meta[:len(meta)-len(metaSuffix)], meta)
 	}
-	meta := name(prefix, req.Key, slidingSuffix+metaSuffix)
-	return append(keys, meta[:len(meta)-len(metaSuffix)], meta)
+	if req.Rule.Block() > 0 { // the penalty box's, last
+		keys = append(keys, name(prefix, req.Key, boxSuffixes[alg]))
+	}
+	return keys
 }
 
 // StoredKeys are the keys of Keys(req) that hold its state once it has
@@ -129,6 +147,9 @@ func AllKeys(prefix, key string) []string {
 	keys := []string{meta[:len(meta)-len(metaSuffix)], meta}
 	for _, alg := range []backend.Algorithm{backend.FixedWindow, backend.SlidingWindowCounter, backend.GCRA, backend.InFlight} {
 		keys = append(keys, name(prefix, key, suffixes[alg]))
+	}
+	for _, b := range boxSuffixes { // a Reset lets the key out
+		keys = append(keys, name(prefix, key, b))
 	}
 	return keys
 }

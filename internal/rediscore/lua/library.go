@@ -41,7 +41,7 @@ var libraryTop = prelude + sliding
 
 // bodies are the functions' bodies, by algorithm.
 var bodies = [...]string{
-	backend.SlidingWindow:        one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock, at)\n",
+	backend.SlidingWindow:        one + slidingBody,
 	backend.FixedWindow:          one + fixedBody,
 	backend.SlidingWindowCounter: one + counterBody,
 	backend.GCRA:                 one + gcraBody,

@@ -44,12 +44,19 @@ var (
 	state string
 	//go:embed inflight.lua
 	inflightBody string
+	//go:embed box.lua
+	box string
 
 	// sliding is the sliding log's functions, both forms.
 	sliding = slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
 
-	// The bodies of the O(1) algorithms, each after the read of its state.
-	fixedBody, counterBody, gcraBody = state + fixed, state + counter, state + gcra
+	// The bodies of the O(1) algorithms, each after the read of its state
+	// and before the penalty box's epilogue, which returns the answer.
+	fixedBody, counterBody, gcraBody = state + fixed + box, state + counter + box, state + gcra + box
+
+	// slidingBody calls the sliding log's function (the functions, sliding,
+	// come first).
+	slidingBody = "local r = sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock, at)\n" + box
 
 	// prelude is common.lua with the bounds of package backend, the TTL
 	// slack and the largest skew written in.
@@ -68,7 +75,7 @@ var (
 	// the script's own body: a call creates no closure (the server's time
 	// per decision: docs/figures.md).
 	ones = [...]*Lua{
-		backend.SlidingWindow:        newLua(prelude + sliding + one + "return sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock, at)\n"),
+		backend.SlidingWindow:        newLua(prelude + sliding + one + slidingBody),
 		backend.FixedWindow:          newLua(prelude + one + fixedBody),
 		backend.SlidingWindowCounter: newLua(prelude + one + counterBody),
 		backend.GCRA:                 newLua(prelude + one + gcraBody),

@@ -19,3 +19,13 @@ if own_clock then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+block = tonumber(ARGV[9])
+kblock = block and KEYS[#KEYS] or nil -- a penalty box: its key is the last
+op0, now0, maxcost, boxed_until = op, now, p1, nil
+if kblock then
+  local b = tonumber(redis.pcall('GET', kblock)) -- distrusted, as state
+  if b and b > now0 and b <= max_time and b % 1 == 0 then
+    boxed_until = b
+    if op == 'take' or op == 'peek' then return {0, maxcost, b, b - now0, now0} end -- the others do their work: box.lua
+  end
+end
