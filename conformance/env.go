@@ -149,7 +149,11 @@ func (c *checker) setRule(p ratelimit.Policy) {
 // compile is p's rule for the keys under prefix, kept for the suite's
 // retention (or p's window, if longer).
 func compile(p ratelimit.Policy, prefix string) (*backend.Rule, error) {
-	return backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(retention, p.Window), prefix)
+	r, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(retention, p.Window), prefix)
+	if err == nil && p.Block != 0 {
+		r, err = r.WithBlock(p.Block)
+	}
+	return r, err
 }
 
 // request is a request of cost n for key at the checker's time.

@@ -22,6 +22,7 @@ type Model struct {
 	counter map[state]windowState
 	gcra    map[state]bucketState
 	permits map[state][]lease
+	boxes   map[state]int64 // penalty boxes: until when
 }
 
 // state names the state of one key under one algorithm.
@@ -47,14 +48,21 @@ type bucketState struct {
 // NewModel returns an empty model.
 func NewModel() *Model {
 	return &Model{logs: map[state][]entry{}, fixed: map[state]windowState{}, counter: map[state]windowState{}, gcra: map[state]bucketState{},
-		permits: map[state][]lease{}}
+		permits: map[state][]lease{}, boxes: map[state]int64{}}
 }
 
 // Take decides req as a Store's Take must.
-func (m *Model) Take(req backend.Request) backend.Outcome { return m.decide(req, true) }
+func (m *Model) Take(req backend.Request) backend.Outcome {
+	return m.boxed(req, false, func() (backend.Outcome, bool) { out := m.decide(req, true); return out, out.Allowed() })
+}
 
 // Peek decides req as a Store's Peek must.
-func (m *Model) Peek(req backend.Request) backend.Outcome { return m.decide(req, false) }
+func (m *Model) Peek(req backend.Request) backend.Outcome {
+	if until := m.boxes[stateOf(req)]; req.Rule.Block() > 0 && until > req.Now {
+		return boxedOutcome(req, until)
+	}
+	return m.decide(req, false)
+}
 
 func stateOf(req backend.Request) state {
 	return state{req.Rule.Prefix(), req.Key, req.Rule.Algorithm()}
@@ -176,6 +184,7 @@ func (m *Model) Reset(prefix, key string) {
 		delete(m.fixed, st)
 		delete(m.counter, st)
 		delete(m.gcra, st)
+		delete(m.boxes, st)
 		delete(m.permits, state{prefix, key, backend.InFlight})
 	}
 }

@@ -12,6 +12,11 @@ import (
 // quota left, past the limit if need be (within the debt's bounds), and
 // answers what a peek of cost 1 says afterwards, Allowed when it fit.
 func (m *Model) Charge(req backend.Request) backend.Outcome {
+	return m.boxed(req, true, func() (backend.Outcome, bool) { return m.charge(req) })
+}
+
+// charge is Charge but for the penalty box, and whether the charge fit.
+func (m *Model) charge(req backend.Request) (backend.Outcome, bool) {
 	st, n := stateOf(req), req.Cost
 	now := m.keyTime(st, req.Now)
 	w, limit := req.Rule.Window(), req.Rule.Limit()
@@ -52,11 +57,11 @@ func (m *Model) Charge(req backend.Request) backend.Outcome {
 	}
 	peek := req
 	peek.Cost, peek.Now = 1, now
-	out := m.Peek(peek)
+	out := m.decide(peek, false)
 	if fit {
 		out.RetryAfter = 0
 	}
-	return out
+	return out, fit
 }
 
 // debtTop is the highest level (µs of spacing owed) a charge leaves a
