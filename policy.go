@@ -89,6 +89,21 @@ type Policy struct {
 	// 1 to MaxLimit, and the largest cost a request may have. It must be 0
 	// for the other algorithms.
 	Burst int
+	// Block is a penalty box (0: none; up to MaxWindow): a key denied, or
+	// charged past what fits, stays denied for Block from then, whatever
+	// its quota, decided in the store's same step; Reset lifts it. See
+	// BlockFor.
+	Block time.Duration
+}
+
+// BlockFor is p with a penalty box of d: a key that p denies (or that a
+// Charge takes past its quota) is denied everything for d from then (a
+// Charge still records its usage), each Decision's RetryAfter the box's
+// rest; Limiter.Reset lets it out. A near cache holds the denial until the
+// box ends.
+func (p Policy) BlockFor(d time.Duration) Policy {
+	p.Block = d
+	return p
 }
 
 // PerSecond is a sliding-window policy of n requests per second.
@@ -131,7 +146,10 @@ func Concurrency(n int, lease time.Duration) Policy {
 // window not in [1ms, MaxWindow], a burst on a window algorithm, a GCRA
 // queue too long to compute exactly, an unknown algorithm.
 func (p Policy) Validate() error {
-	_, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(p.Window, backend.MinWindow), "")
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(p.Window, backend.MinWindow), "")
+	if err == nil && p.Block != 0 {
+		_, err = rule.WithBlock(p.Block)
+	}
 	return err
 }
 
@@ -147,8 +165,12 @@ func (p Policy) MaxCost() int {
 // String formats p as "100 per 1m0s (sliding)", or "10 per 1s, burst 20
 // (gcra)".
 func (p Policy) String() string {
-	if p.Algorithm == GCRA {
-		return fmt.Sprintf("%d per %v, burst %d (%v)", p.Limit, p.Window, p.Burst, p.Algorithm)
+	block := ""
+	if p.Block != 0 {
+		block = fmt.Sprintf(", blocking %v", p.Block)
 	}
-	return fmt.Sprintf("%d per %v (%v)", p.Limit, p.Window, p.Algorithm)
+	if p.Algorithm == GCRA {
+		return fmt.Sprintf("%d per %v, burst %d (%v)%s", p.Limit, p.Window, p.Burst, p.Algorithm, block)
+	}
+	return fmt.Sprintf("%d per %v (%v)%s", p.Limit, p.Window, p.Algorithm, block)
 }

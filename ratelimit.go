@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ type Limiter struct {
 	// time budget): a decision is the store's answer, as it is.
 	direct  bool
 	timeout time.Duration // the time budget of a store call; 0 for an in-process store
+	blocks  bool          // the store keeps penalty boxes (backend.Info.Blocks)
 	// retention is how long a key's state is kept after a write, at
 	// least (a rule keeps it for its window if that is longer): the
 	// longest window any of the Limiter's policies may have.
@@ -63,9 +65,11 @@ func New(store backend.Store, p Policy, opts ...Option) (*Limiter, error) {
 	if l.timeout <= 0 {
 		return nil, fmt.Errorf("%w: timeout %v is not positive", ErrInvalidArgument, l.timeout)
 	}
-	if store.Info().InProcess {
+	info := store.Info()
+	if info.InProcess {
 		l.timeout = 0
 	}
+	l.blocks = info.Blocks
 	if l.retention < 0 || l.retention > MaxWindow {
 		return nil, fmt.Errorf("%w: retention %v is not in (0, MaxWindow]", ErrInvalidArgument, l.retention)
 	}
@@ -114,6 +118,12 @@ func (l *Limiter) SetPolicy(p Policy) error {
 func (l *Limiter) compile(p Policy) (*compiled, error) {
 	window := p.Window.Truncate(time.Microsecond)
 	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(l.retention, window), l.prefix)
+	if err == nil && p.Block != 0 {
+		rule, err = rule.WithBlock(p.Block)
+		if err == nil && !l.blocks {
+			err = fmt.Errorf("%w: a penalty box on a store that keeps none: %w", ErrInvalidPolicy, errors.ErrUnsupported)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package guard
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit/backend"
 )
@@ -65,8 +64,7 @@ type shared struct {
 func (s *Store) shareOf(rule *backend.Rule) *shared {
 	return rule.Own(s.owned, func(r *backend.Rule) any {
 		limit, burst := s.share(r.Limit(), r.Burst())
-		window, retain := time.Duration(r.Window())*time.Microsecond, time.Duration(r.Retain())*time.Microsecond
-		local, err := backend.NewRule(r.Algorithm(), limit, window, burst, retain, r.Prefix())
+		local, err := r.WithLimit(limit, burst)
 		if err != nil {
 			return &shared{err: fmt.Errorf("ratelimit/guard: the local share: %w", err)}
 		}

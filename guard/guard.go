@@ -50,7 +50,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -96,64 +95,6 @@ func (s State) String() string {
 		return "open"
 	}
 	return fmt.Sprintf("State(%d)", uint8(s))
-}
-
-// Option configures a Store.
-type Option func(*config)
-
-type config struct {
-	name          string
-	failures      int
-	coolDown      time.Duration
-	fallback      backend.Store
-	instances     int
-	share         func(limit, burst int64) (int64, int64)
-	onStateChange func(name string, from, to State)
-	err           error
-}
-
-// WithName names the store in state changes (default "guard").
-func WithName(name string) Option { return func(c *config) { c.name = name } }
-
-// WithFailures sets how many calls must fail in a row to open the breaker
-// (default DefaultFailures); at least 1.
-func WithFailures(n int) Option { return func(c *config) { c.failures = n } }
-
-// WithCoolDown sets how long the breaker stays open before a probe (default
-// DefaultCoolDown); positive.
-func WithCoolDown(d time.Duration) Option { return func(c *config) { c.coolDown = d } }
-
-// WithFallback makes local (an in-process store, such as a memory.Store)
-// decide while the primary cannot, under Limit/instances of each policy (at
-// least 1), for a limit that instances app instances share. local must not
-// be nil and instances must be at least 1.
-func WithFallback(local backend.Store, instances int) Option {
-	return func(c *config) {
-		switch {
-		case local == nil:
-			c.err = errors.Join(c.err, fmt.Errorf("ratelimit/guard: %w: nil fallback store", backend.ErrInvalidArgument))
-		case instances < 1:
-			c.err = errors.Join(c.err, fmt.Errorf("ratelimit/guard: %w: %d instances share the limit, want at least 1", backend.ErrInvalidArgument, instances))
-		}
-		c.fallback, c.instances = local, instances
-	}
-}
-
-// WithLocalShare replaces the share of WithFallback: for a request under a
-// rule of limit and burst (burst 0 but for GCRA), the fallback decides under
-// the same algorithm and window with the limit and burst share returns. A
-// share out of bounds (see backend.NewRule) makes the call fail with an
-// error wrapping backend.ErrInvalidPolicy.
-func WithLocalShare(share func(limit, burst int64) (localLimit, localBurst int64)) Option {
-	return func(c *config) { c.share = share }
-}
-
-// WithStateObserver calls f on every change of a breaker's state, with the
-// store's name (promlimit's Observer has such a method), followed on a
-// cluster by " " and the node's address for a node's breaker. It runs under the
-// breaker's lock: it must be quick and must not call the store.
-func WithStateObserver(f func(name string, from, to State)) Option {
-	return func(c *config) { c.onStateChange = f }
 }
 
 // Store is the guarded backend.Store. It does not own the primary or the
@@ -210,8 +151,10 @@ func New(primary backend.Store, opts ...Option) (*Store, error) {
 	// sets no time budget, which an in-process primary could fail only for
 	// want of CPU); the primary's nodes and changes, as the primary's: the
 	// changes made through a guard while its primary cannot be reached are
-	// the fallback's, local to this instance.
-	s.info = backend.Info{InProcess: pi.InProcess && (s.fallback == nil || s.fallback.Info().InProcess), Node: pi.Node, Changes: pi.Changes}
+	// the fallback's, local to this instance; penalty boxes if both keep
+	// them.
+	s.info = backend.Info{InProcess: pi.InProcess && (s.fallback == nil || s.fallback.Info().InProcess), Node: pi.Node, Changes: pi.Changes,
+		Blocks: pi.Blocks && (s.fallback == nil || s.fallback.Info().Blocks)}
 	return s, nil
 }
 
@@ -357,84 +300,6 @@ func (s *Store) decide(ctx context.Context, req backend.Request, do call) (backe
 		return d, err
 	}
 	return s.local(ctx, req, do, err)
-}
-
-// TakeAll implements backend.Store: the primary's (errors.ErrUnsupported
-// when it cannot), and while the primary cannot answer, the fallback's. On a cluster the requests' keys may live on several nodes: the
-// primary is asked only while the breaker of every one of them lets it,
-// and a failure is charged to the node it failed on when the store says
-// (a backend.ShardError), else to each of them.
-func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	if len(outs) != len(reqs) {
-		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
-	}
-	for i := range reqs {
-		if reqs[i].Rule == nil {
-			return errNoRule
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		if callerDone(ctx) {
-			return err
-		}
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
-	}
-	bs := s.breakersOf(reqs)
-	probes, allowed := allowAll(bs)
-	if !allowed {
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
-	}
-	err := s.primary.TakeAll(ctx, reqs, outs)
-	o, blamed := judge(ctx, err), (*breaker)(nil)
-	var shard *backend.ShardError
-	if o == failure && errors.As(err, &shard) {
-		blamed = s.breakerFor(shard.Prefix, shard.Key)
-	}
-	doneAll(bs, probes, o, blamed)
-	if err == nil || errors.Is(err, errors.ErrUnsupported) || callerGone(ctx) {
-		return err
-	}
-	return s.localAll(ctx, reqs, outs, err)
-}
-
-// breakersOf are the breakers of the nodes that decide reqs, each once.
-func (s *Store) breakersOf(reqs []backend.Request) []*breaker {
-	bs := make([]*breaker, 0, 1)
-	for i := range reqs {
-		if b := s.breakerFor(reqs[i].Rule.Prefix(), reqs[i].Key); !slices.Contains(bs, b) {
-			bs = append(bs, b)
-		}
-	}
-	return bs
-}
-
-// allowAll reports whether each of bs lets a call through, and which let
-// it through as their probe; when one does not, the probes the others
-// granted are given back, unused.
-func allowAll(bs []*breaker) (probes []bool, ok bool) {
-	probes = make([]bool, len(bs))
-	for i, b := range bs {
-		if ok, probes[i] = b.allow(); !ok {
-			doneAll(bs[:i], probes[:i], excluded, nil)
-			return nil, false
-		}
-	}
-	return probes, true
-}
-
-// doneAll records o on each of bs; with blamed, a failure on blamed alone,
-// the call saying nothing of the others.
-func doneAll(bs []*breaker, probes []bool, o outcome, blamed *breaker) {
-	for i, b := range bs {
-		if blamed != nil && b != blamed {
-			b.done(probes[i], excluded)
-		} else {
-			b.done(probes[i], o)
-		}
-	}
-	if blamed != nil && !slices.Contains(bs, blamed) {
-		blamed.done(false, o)
-	}
 }
 
 // Reset implements backend.Store: the key is forgotten by the fallback,

@@ -204,3 +204,37 @@ func TestAFallbacksDenialIsNotHeld(t *testing.T) {
 	require.Equal(t, int64(20), fallback.takes.Load(), "no denial answered by the cache")
 	require.Zero(t, s.Hits())
 }
+
+// A key in its penalty box is answered by the cache for the whole box (its
+// denial's RetryAfter is the box's rest), each answer the model's; a Reset
+// through the cache lets it out at once.
+func TestABoxedKeyStaysLocalForTheBox(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	defer m.Close()
+	s := cached(t, m)
+	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+	p := ratelimit.PerSecond(5).BlockFor(time.Hour)
+	l, err := ratelimit.New(s, p, ratelimit.WithCallerClock(clock.Now))
+	require.NoError(t, err)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, 0, p.Window, ratelimit.DefaultPrefix)
+	require.NoError(t, err)
+	rule, err = rule.WithBlock(p.Block)
+	require.NoError(t, err)
+	model, ctx := conformance.NewModel(), context.Background()
+	const n = 37_000 // one per 100ms: the sixth boxed for an hour, then out
+	for i := range n {
+		want := model.Take(backend.Request{Rule: rule, Key: "mallory", Cost: 1, Now: clock.Now().UnixMicro()})
+		got, err := l.Allow(ctx, "mallory")
+		require.NoError(t, err)
+		require.Equal(t, want.Allowed(), got.Allowed, "request %d", i)
+		require.Equal(t, time.Duration(want.RetryAfter)*time.Microsecond, got.RetryAfter, "request %d", i)
+		clock.Advance(100 * time.Millisecond)
+	}
+	t.Logf("%d of %d requests answered by the cache, %d by the store", s.Hits(), n, s.Misses())
+	require.Less(t, s.Misses(), uint64(100), "the box's hour answered locally")
+	require.NoError(t, l.Reset(ctx, "mallory"))
+	d, err := l.Allow(ctx, "mallory")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "a Reset lets it out")
+}

@@ -1,0 +1,88 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// TakeAll implements backend.Store: the primary's (errors.ErrUnsupported
+// when it cannot), and while the primary cannot answer, the fallback's. On a cluster the requests' keys may live on several nodes: the
+// primary is asked only while the breaker of every one of them lets it,
+// and a failure is charged to the node it failed on when the store says
+// (a backend.ShardError), else to each of them.
+func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+	}
+	for i := range reqs {
+		if reqs[i].Rule == nil {
+			return errNoRule
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		if callerDone(ctx) {
+			return err
+		}
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
+	}
+	bs := s.breakersOf(reqs)
+	probes, allowed := allowAll(bs)
+	if !allowed {
+		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
+	}
+	err := s.primary.TakeAll(ctx, reqs, outs)
+	o, blamed := judge(ctx, err), (*breaker)(nil)
+	var shard *backend.ShardError
+	if o == failure && errors.As(err, &shard) {
+		blamed = s.breakerFor(shard.Prefix, shard.Key)
+	}
+	doneAll(bs, probes, o, blamed)
+	if err == nil || errors.Is(err, errors.ErrUnsupported) || callerGone(ctx) {
+		return err
+	}
+	return s.localAll(ctx, reqs, outs, err)
+}
+
+// breakersOf are the breakers of the nodes that decide reqs, each once.
+func (s *Store) breakersOf(reqs []backend.Request) []*breaker {
+	bs := make([]*breaker, 0, 1)
+	for i := range reqs {
+		if b := s.breakerFor(reqs[i].Rule.Prefix(), reqs[i].Key); !slices.Contains(bs, b) {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// allowAll reports whether each of bs lets a call through, and which let
+// it through as their probe; when one does not, the probes the others
+// granted are given back, unused.
+func allowAll(bs []*breaker) (probes []bool, ok bool) {
+	probes = make([]bool, len(bs))
+	for i, b := range bs {
+		if ok, probes[i] = b.allow(); !ok {
+			doneAll(bs[:i], probes[:i], excluded, nil)
+			return nil, false
+		}
+	}
+	return probes, true
+}
+
+// doneAll records o on each of bs; with blamed, a failure on blamed alone,
+// the call saying nothing of the others.
+func doneAll(bs []*breaker, probes []bool, o outcome, blamed *breaker) {
+	for i, b := range bs {
+		if blamed != nil && b != blamed {
+			b.done(probes[i], excluded)
+		} else {
+			b.done(probes[i], o)
+		}
+	}
+	if blamed != nil && !slices.Contains(bs, blamed) {
+		blamed.done(false, o)
+	}
+}
