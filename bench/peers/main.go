@@ -6,6 +6,7 @@
 //	go run ./bench/peers -backend all        # also Redis: ratelimit's go-redis and valkey-go backends, go-redis/redis_rate, ulule/limiter (starts a throwaway server)
 //	go run ./bench/peers -backend network -addr 127.0.0.1:6379 -json
 //	go run ./bench/peers -scripts -rounds 10    # the scripts' own server time, beside redis_rate's (see scripts.go)
+//	go run ./bench/peers -permits -rounds 5     # an in-flight limit's acquire and release, beside a plain lease semaphore (see permits.go)
 //
 // Every contender is opened fresh for each run, warmed on every key, then
 // driven from 1 or 64 goroutines over the same 1,000 keys for -duration.
@@ -93,6 +94,7 @@ type config struct {
 	goroutines int
 	json       bool
 	scripts    bool // measure the scripts' own time instead (scripts.go)
+	permits    bool // measure permits instead (permits.go)
 }
 
 func main() {
@@ -105,6 +107,7 @@ func main() {
 	flag.IntVar(&c.goroutines, "goroutines", 64, "goroutines of the parallel scenarios")
 	flag.BoolVar(&c.json, "json", false, "print JSON lines instead of tables")
 	flag.BoolVar(&c.scripts, "scripts", false, "measure instead what each script itself costs the server per decision (many decisions in one EVAL, beside redis_rate's script), -rounds times, and report the fastest")
+	flag.BoolVar(&c.permits, "permits", false, "measure instead an in-flight limit's acquire and release, beside a plain lease semaphore on a sorted set (permits.go)")
 	flag.Parse()
 	if err := run(c, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -113,7 +116,7 @@ func main() {
 }
 
 func run(c config, out, progress io.Writer) error {
-	if c.scripts {
+	if c.scripts || c.permits {
 		c.backend = "network"
 	}
 	if c.backend != "memory" && c.backend != "network" && c.backend != "all" {
@@ -137,6 +140,9 @@ func run(c config, out, progress io.Writer) error {
 		}
 		if c.scripts {
 			return runScripts(addr, c.rounds, out, progress)
+		}
+		if c.permits {
+			return runPermits(addr, c, out, progress)
 		}
 		network = networkMakers(addr, 64*runtime.GOMAXPROCS(0))
 	}
