@@ -18,12 +18,8 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"gopkg.in/yaml.v3"
@@ -53,101 +49,6 @@ func (c *Config) Domains() []string {
 // HasDomain reports whether domain is configured.
 func (c *Config) HasDomain(domain string) bool { _, ok := c.domains[domain]; return ok }
 
-// Load reads path: one YAML file (one domain per document; several documents
-// separated by "---" are several domains), or a directory whose *.yaml and
-// *.yml files are read in name order, as envoyproxy/ratelimit reads its
-// runtime directory. A domain configured twice is an error.
-func Load(path string) (*Config, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	files := []string{path}
-	if info.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		files = files[:0]
-		for _, e := range entries {
-			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
-				files = append(files, filepath.Join(path, e.Name()))
-			}
-		}
-		if len(files) == 0 { // as an empty file is: every domain would be unknown
-			return nil, fmt.Errorf("%w: %s holds no *.yaml or *.yml file", ErrInvalid, path)
-		}
-	}
-	c := &Config{domains: map[string]*node{}}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if err := c.add(f, data); err != nil {
-			return nil, err
-		}
-		c.Files = append(c.Files, f)
-	}
-	return c, nil
-}
-
-// Parse loads one file's content; name is used in error messages.
-func Parse(name string, data []byte) (*Config, error) {
-	c := &Config{domains: map[string]*node{}, Files: []string{name}}
-	if err := c.add(name, data); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// add loads every document of one file.
-func (c *Config) add(file string, data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for docs := 0; ; docs++ {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			if docs == 0 {
-				return invalid(file, 0, "the file holds no domain")
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
-		}
-		if err := c.addDocument(file, &doc); err != nil {
-			return err
-		}
-	}
-}
-
-func (c *Config) addDocument(file string, doc *yaml.Node) error {
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		doc = doc.Content[0]
-	}
-	if err := checkKeys(file, doc, false); err != nil {
-		return err
-	}
-	var root yamlRoot
-	if err := doc.Decode(&root); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
-	}
-	if root.Domain == "" {
-		return invalid(file, doc.Line, "the domain is empty or missing")
-	}
-	if _, dup := c.domains[root.Domain]; dup {
-		return invalid(file, doc.Line, fmt.Sprintf("domain %q is configured twice", root.Domain))
-	}
-	b := builder{file: file, domain: root.Domain}
-	n, err := b.children(root.Domain, root.Descriptors)
-	if err != nil {
-		return err
-	}
-	c.domains[root.Domain] = n
-	return nil
-}
-
 // invalid is a configuration error at file:line (line 0: the whole file).
 func invalid(file string, line int, problem string) error {
 	if line == 0 {
@@ -162,7 +63,7 @@ var envoyKeys = map[string]bool{
 	"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true,
 	"unit": true, "requests_per_unit": true, "unlimited": true, "shadow_mode": true,
 	"quota_mode": true, "name": true, "replaces": true, "detailed_metric": true,
-	"value_to_metric": true, "share_threshold": true,
+	"value_to_metric": true, "share_threshold": true, "metadata": true,
 }
 
 // extensionKeys are this service's own, valid only inside a rate_limit.
@@ -175,6 +76,12 @@ func checkKeys(file string, n *yaml.Node, inRateLimit bool) error {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" { // "<<": the keys merged in are checked
+				if err := checkMerged(file, v, inRateLimit); err != nil {
+					return err
+				}
+				continue
+			}
 			if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
 				return invalid(file, k.Line, fmt.Sprintf("key %q is not a string", k.Value))
 			}
@@ -184,12 +91,18 @@ func checkKeys(file string, n *yaml.Node, inRateLimit bool) error {
 			case !envoyKeys[k.Value] && !extensionKeys[k.Value]:
 				return invalid(file, k.Line, fmt.Sprintf("unknown key %q", k.Value))
 			}
+			if k.Value == "metadata" {
+				continue // free-form: what it holds is checked as it is read (see metadata)
+			}
 			if err := checkKeys(file, v, k.Value == "rate_limit"); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for _, e := range n.Content {
+			if e.Kind == yaml.AliasNode {
+				e = e.Alias
+			}
 			if e.Kind != yaml.MappingNode {
 				return invalid(file, e.Line, "a list holds something other than a mapping")
 			}
@@ -197,11 +110,30 @@ func checkKeys(file string, n *yaml.Node, inRateLimit bool) error {
 				return err
 			}
 		}
-	case yaml.ScalarNode, yaml.AliasNode:
+	case yaml.ScalarNode:
+		if n.Tag == "!!float" { // envoyproxy/ratelimit takes text, whole numbers and booleans only
+			return invalid(file, n.Line, fmt.Sprintf("%s is a number with a fraction: quote it for a value", n.Value))
+		}
+	case yaml.AliasNode:
+		return checkKeys(file, n.Alias, inRateLimit)
 	default:
 		return invalid(file, n.Line, "unexpected YAML node")
 	}
 	return nil
+}
+
+// checkMerged checks what a merge key ("<<") brings: a mapping, or a list
+// of them, each usually an alias.
+func checkMerged(file string, v *yaml.Node, inRateLimit bool) error {
+	if v.Kind == yaml.SequenceNode {
+		for _, e := range v.Content {
+			if err := checkKeys(file, e, inRateLimit); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return checkKeys(file, v, inRateLimit)
 }
 
 // The file's shape, as decoded.
@@ -220,6 +152,7 @@ type yamlDescriptor struct {
 	DetailedMetric bool `yaml:"detailed_metric"`
 	ValueToMetric  bool `yaml:"value_to_metric"`
 	ShareThreshold bool `yaml:"share_threshold"`
+	Metadata       any  `yaml:"metadata"`
 	// Line is where the descriptor starts, for error messages.
 	Line int `yaml:"-"`
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,7 +149,8 @@ func TestABadFileSaysWhereAndWhy(t *testing.T) {
 		{"a type error", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: many}\n", `f.yaml: yaml: unmarshal errors:
   line 4: cannot unmarshal !!str ` + "`many`"},
 		{"not YAML", "'''\n", `f.yaml: yaml: `},
-		{"two documents, one domain", "domain: d\n---\ndomain: d\n", `f.yaml:3: domain "d" is configured twice`},
+		{"a fraction where upstream wants a whole number", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10.0}\n", `f.yaml:4: 10.0 is a number with a fraction`},
+		{"a fraction for a value", "domain: d\ndescriptors:\n  - key: k\n    value: 1.10\n", `f.yaml:4: 1.10 is a number with a fraction: quote it`},
 		{"empty", "", `f.yaml: the file holds no domain`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,26 +163,94 @@ func TestABadFileSaysWhereAndWhy(t *testing.T) {
 	}
 }
 
-func TestADirectoryLoadsEveryYAMLFileInIt(t *testing.T) {
+// A directory is read as envoyproxy/ratelimit reads its runtime directory:
+// every file below it, of any name and at any depth, each file's first
+// document; empty, it configures no domain.
+func TestADirectoryLoadsEveryFileBelowItAsUpstreamDoes(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
-	write("a.yaml", "domain: a\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n")
-	write("b.yml", "domain: b\n---\ndomain: c\n")
-	write("notes.txt", "not configuration")
 	c, err := Load(dir)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a", "b", "c"}, c.Domains())
-	assert.Len(t, c.Files, 2)
+	require.NoError(t, err, "an empty directory")
+	assert.Empty(t, c.Domains())
 
-	write("d.yaml", "domain: a\n")
+	write("a.yaml", "domain: a\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n")
+	write("b.yml", "domain: b\n---\ndomain: c\n---\n: not: yaml: [\n")
+	write("sub/dir/limits", "domain: d\n")
+	write(".hidden.yaml", "domain: h\n")
+	c, err = Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "d", "h"}, c.Domains(), "the first document of each file, any name, any depth, dotfiles too")
+	assert.Len(t, c.Files, 4)
+	c, err = Load(dir, IgnoreDotfiles())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "d"}, c.Domains(), "RUNTIME_IGNOREDOTFILES")
+
+	write("e.yaml", "domain: a\ndescriptors: [{key: other, rate_limit: {unit: minute, requests_per_unit: 2}}]\n")
 	_, err = Load(dir)
 	require.ErrorIs(t, err, ErrInvalid)
-	assert.True(t, strings.Contains(err.Error(), "d.yaml:1: domain \"a\" is configured twice"), err)
+	assert.True(t, strings.Contains(err.Error(), "e.yaml:1: domain \"a\" is configured twice"), err)
+	c, err = Load(dir, MergeDomains())
+	require.NoError(t, err, "MERGE_DOMAIN_CONFIG")
+	r, _ := c.Match("a", []Entry{{Key: "other", Value: "x"}})
+	require.NotNil(t, r)
+	assert.Equal(t, uint32(2), r.RequestsPerUnit, "the second file's descriptors join the domain")
+	r, _ = c.Match("a", []Entry{{Key: "k", Value: "x"}})
+	assert.NotNil(t, r, "and the first's stay")
+
+	write("f.yaml", "domain: a\ndescriptors: [{key: k, rate_limit: {unit: hour, requests_per_unit: 3}}]\n")
+	_, err = Load(dir, MergeDomains())
+	assert.ErrorContains(t, err, `duplicate descriptor "a.k"`, "merged, a descriptor given twice is still an error")
 
 	_, err = Load(filepath.Join(dir, "missing.yaml"))
 	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// YAML as envoyproxy/ratelimit's reader takes it: merge keys ("<<") bring
+// their keys, checked like the others, and a key given twice keeps its
+// last value.
+func TestMergeKeysAndRepeatedKeysReadAsUpstreamReadsThem(t *testing.T) {
+	c, err := Parse("m.yaml", []byte(`domain: d
+limits:
+  - &minute {unit: minute, requests_per_unit: 5}
+descriptors:
+  - key: a
+    rate_limit:
+      <<: *minute
+      requests_per_unit: 7
+  - key: b
+    rate_limit: *minute
+  - key: c
+    key: c2
+    rate_limit: {unit: hour, requests_per_unit: 1, requests_per_unit: 2}
+`))
+	require.ErrorContains(t, err, `unknown key "limits"`, "an anchor's home still has to be a known key")
+	c, err = Parse("m.yaml", []byte(`domain: d
+descriptors:
+  - key: a
+    rate_limit: &minute
+      unit: minute
+      requests_per_unit: 5
+  - key: b
+    rate_limit:
+      <<: *minute
+      requests_per_unit: 7
+  - key: c
+    key: c2
+    rate_limit: {unit: hour, requests_per_unit: 1, requests_per_unit: 2}
+`))
+	require.NoError(t, err)
+	r, _ := c.Match("d", []Entry{{Key: "b"}})
+	require.NotNil(t, r)
+	assert.Equal(t, [2]any{uint32(7), Minute}, [2]any{r.RequestsPerUnit, r.Unit}, "merged, then overridden")
+	r, _ = c.Match("d", []Entry{{Key: "c2"}})
+	require.NotNil(t, r, "the last key wins")
+	assert.Equal(t, uint32(2), r.RequestsPerUnit)
+	_, err = Parse("m.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: &l {unit: minute, requests_per_unit: 5, bogus: 1}\n  - key: b\n    rate_limit: {<<: *l}\n"))
+	assert.ErrorContains(t, err, `unknown key "bogus"`)
 }
 
 func TestOverrideIsAFixedWindowOfTheUnit(t *testing.T) {

@@ -15,8 +15,8 @@ type Entry struct {
 type node struct {
 	// children by key and value; a value-less rule has value "".
 	children map[Entry]*node
-	// wildcards are the children whose value ends in '*', in file order.
-	wildcards []Entry
+	// wildcards are the children whose key_value holds a '*', in file order.
+	wildcards []wildcard
 	rule      *Rule
 	// share is, for a share_threshold wildcard, the value every match is
 	// counted under (the pattern itself, "files*").
@@ -25,8 +25,10 @@ type node struct {
 
 // Match finds the rule for a request's descriptor in domain, walking the
 // tree one entry at a time as envoyproxy/ratelimit does: at each level the
-// entry's key and value if configured, else the first wildcard whose prefix
-// the value has, else the key alone (a value-less rule matches any value).
+// entry's key and value if configured, else the first wildcard (in file
+// order) that the entry's key_value matches, each '*' standing for any run
+// of bytes ("path_/api/*/action"), else the key alone (a value-less rule
+// matches any value).
 // The rule applies only when it sits at the descriptor's last entry; a
 // descriptor that leaves the tree early, or goes deeper than it, matches
 // nothing (not limited).
@@ -42,9 +44,13 @@ func (c *Config) Match(domain string, entries []Entry) (rule *Rule, shared []str
 	for i, e := range entries {
 		next := n.children[e]
 		if next == nil {
+			text := ""
+			if len(n.wildcards) > 0 {
+				text = e.Key + "_" + e.Value
+			}
 			for _, w := range n.wildcards {
-				if w.Key == e.Key && strings.HasPrefix(e.Value, w.Value[:len(w.Value)-1]) {
-					next = n.children[w]
+				if w.matches(text) {
+					next = n.children[w.entry]
 					break
 				}
 			}
@@ -74,13 +80,15 @@ type builder struct {
 	file, domain string
 }
 
-// children builds the node whose descriptors are ds; path is its full key.
-func (b *builder) children(path string, ds []yamlDescriptor) (*node, error) {
-	n := &node{children: make(map[Entry]*node, len(ds))}
+func newNode(size int) *node { return &node{children: make(map[Entry]*node, size)} }
+
+// fill adds to n, the node whose full key is path, the descriptors ds: a
+// descriptor n already holds (by key and value) is an error.
+func (b *builder) fill(n *node, path string, ds []yamlDescriptor) error {
 	for i := range ds {
 		d := &ds[i]
 		if d.Key == "" {
-			return nil, invalid(b.file, d.Line, "a descriptor has an empty key")
+			return invalid(b.file, d.Line, "a descriptor has an empty key")
 		}
 		e := Entry{Key: d.Key, Value: d.Value}
 		full := path + "." + d.Key
@@ -88,28 +96,33 @@ func (b *builder) children(path string, ds []yamlDescriptor) (*node, error) {
 			full += "_" + d.Value
 		}
 		if _, dup := n.children[e]; dup {
-			return nil, invalid(b.file, d.Line, fmt.Sprintf("duplicate descriptor %q", full))
+			return invalid(b.file, d.Line, fmt.Sprintf("duplicate descriptor %q", full))
 		}
-		wildcard := strings.HasSuffix(d.Value, "*")
+		wildcard := strings.Contains(d.Key, "*") || strings.Contains(d.Value, "*")
 		if d.ShareThreshold && !wildcard {
-			return nil, invalid(b.file, d.Line, fmt.Sprintf("share_threshold needs a wildcard value (ending in '*'), not %q", d.Value))
+			return invalid(b.file, d.Line, fmt.Sprintf("share_threshold needs a wildcard value (one holding a '*'), not %q", d.Value))
 		}
-		child, err := b.children(full, d.Descriptors)
+		meta, err := b.metadata(d)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		child := newNode(len(d.Descriptors))
+		if err := b.fill(child, full, d.Descriptors); err != nil {
+			return err
 		}
 		if d.RateLimit != nil {
 			if child.rule, err = b.rule(full, d); err != nil {
-				return nil, err
+				return err
 			}
+			child.rule.Metadata = meta
 		}
 		if d.ShareThreshold {
 			child.share = d.Value
 		}
 		if wildcard {
-			n.wildcards = append(n.wildcards, e)
+			n.wildcards = append(n.wildcards, newWildcard(e))
 		}
 		n.children[e] = child
 	}
-	return n, nil
+	return nil
 }

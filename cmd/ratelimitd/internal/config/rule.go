@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -78,9 +80,12 @@ type Rule struct {
 	Replaces []string
 	// Unlimited rules answer OK without touching the store.
 	Unlimited bool
-	// Shadow rules (shadow_mode, and quota_mode, which envoyproxy/ratelimit
-	// also answers OK) decide and record, and answer OK.
+	// Shadow rules (shadow_mode) decide and record, and answer OK.
 	Shadow bool
+	// Quota rules (quota_mode) are pools: a request they match is over
+	// only when every pool it matches is spent, or another rule denies it
+	// (envoyproxy/ratelimit's quota mode; QUOTA_MODE makes every rule one).
+	Quota bool
 	// Detailed rules report metrics per descriptor value.
 	Detailed bool
 	// RequestsPerUnit and Unit are the limit as Envoy's API reports it.
@@ -92,6 +97,10 @@ type Rule struct {
 	// (every request over the limit, as in envoyproxy/ratelimit) or the
 	// rule is unlimited.
 	Policy ratelimit.Policy
+	// Metadata is the descriptor's metadata, which a response that this
+	// rule does not deny carries in its dynamic metadata (envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA); nil when it has none. Read only.
+	Metadata *structpb.Struct
 	// File and Line locate the rule.
 	File string
 	Line int
@@ -123,7 +132,7 @@ func (b *builder) rule(fullKey string, d *yamlDescriptor) (*Rule, error) {
 	y := d.RateLimit
 	r := &Rule{
 		FullKey: fullKey, Name: y.Name, Unlimited: y.Unlimited,
-		Shadow: d.ShadowMode || d.QuotaMode, Detailed: d.DetailedMetric || d.ValueToMetric,
+		Shadow: d.ShadowMode, Quota: d.QuotaMode, Detailed: d.DetailedMetric || d.ValueToMetric,
 		RequestsPerUnit: y.RequestsPerUnit, File: b.file, Line: y.Line,
 	}
 	for _, rep := range y.Replaces {
