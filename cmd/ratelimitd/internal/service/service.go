@@ -59,7 +59,11 @@ type Override struct {
 // limit, and one Status per descriptor, in the request's order.
 type Result struct {
 	OverLimit bool
-	Statuses  []Status
+	// Shadowed says the request was over its limits and answered OK, as
+	// Options.ShadowMode answers every request (its statuses keep their
+	// verdicts).
+	Shadowed bool
+	Statuses []Status
 }
 
 // Status is one descriptor's outcome.
@@ -94,6 +98,9 @@ type Service struct {
 	// strict and unknown: see Options.StrictDomains and UnknownDomain.
 	strict  bool
 	unknown func(domain string)
+	// countAll, quotaMode, shadowMode: see Options.CountOverLimit,
+	// QuotaMode and ShadowMode.
+	countAll, quotaMode, shadowMode bool
 }
 
 // Limits bound the work one request may ask for: a request beyond them is
@@ -132,6 +139,18 @@ type Options struct {
 	// UnknownDomain, when set, is called for each request answered OK for
 	// an unknown domain (to count them).
 	UnknownDomain func(domain string)
+	// CountOverLimit counts every hit as envoyproxy/ratelimit does (unless
+	// its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): each descriptor is
+	// charged the request's cost whatever the others answer, a denied
+	// request's included, and is over once its count passes its limit. By
+	// default a request that a limit denies consumes nothing from any.
+	CountOverLimit bool
+	// QuotaMode makes every rule a quota pool (envoyproxy/ratelimit's
+	// QUOTA_MODE; see config.Rule.Quota).
+	QuotaMode bool
+	// ShadowMode answers OK to every request, each decided and recorded as
+	// usual (envoyproxy/ratelimit's SHADOW_MODE; Result.Shadowed).
+	ShadowMode bool
 }
 
 // Detail is one decision of a detailed rule.
@@ -160,7 +179,8 @@ func New(store backend.Store, cfg *config.Config, o Options) (*Service, error) {
 		o.Limits.Entries = DefaultMaxEntries
 	}
 	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix, limits: o.Limits,
-		strict: o.StrictDomains, unknown: o.UnknownDomain}
+		strict: o.StrictDomains, unknown: o.UnknownDomain,
+		countAll: o.CountOverLimit, quotaMode: o.QuotaMode, shadowMode: o.ShadowMode}
 	rs, err := s.newRuleSet(cfg)
 	if err != nil {
 		return nil, err
@@ -237,6 +257,9 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 	checks = withoutReplaced(checks, replaced, res.Statuses)
 	if err := s.decide(ctx, checks, &res); err != nil {
 		return Result{}, err
+	}
+	if res.OverLimit && s.shadowMode {
+		res.OverLimit, res.Shadowed = false, true
 	}
 	if s.detailed != nil {
 		s.report(req, res)

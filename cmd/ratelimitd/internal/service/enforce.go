@@ -1,0 +1,185 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// enforce decides the enforced checks into their statuses: together when
+// they can be (see together), one by one when their costs differ, none
+// when one admits nothing whatever the others hold (then they are peeked).
+// undo gives back what an admission took (nil when nothing was taken).
+func enforce(ctx context.Context, enforced []check, res *Result) (undo func(context.Context) error, err error) {
+	switch {
+	case len(enforced) == 0:
+		return nil, nil
+	case len(enforced) == 1:
+		c := enforced[0]
+		d, err := takeOne(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		setDecision(res, c, d)
+		if !d.Allowed {
+			return nil, nil
+		}
+		return func(ctx context.Context) error {
+			_, err := c.limiter.Undo(ctx, c.key, c.cost, d)
+			return err
+		}, nil
+	case impossible(enforced) >= 0:
+		return nil, peekAll(ctx, enforced, impossible(enforced), res)
+	case !together(enforced):
+		var taken []ratelimit.Decision
+		for _, c := range enforced {
+			d, err := takeOne(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			setDecision(res, c, d)
+			taken = append(taken, d)
+		}
+		return func(ctx context.Context) error {
+			var errs []error
+			for i, c := range enforced {
+				if taken[i].Allowed {
+					_, err := c.limiter.Undo(ctx, c.key, c.cost, taken[i])
+					errs = append(errs, err)
+				}
+			}
+			return errors.Join(errs...)
+		}, nil
+	}
+	limiters := make([]*ratelimit.Limiter, len(enforced))
+	keys := make([]string, len(enforced))
+	for i, c := range enforced {
+		limiters[i], keys[i] = c.limiter, c.key
+	}
+	m, err := ratelimit.NewMulti(limiters...)
+	if err != nil {
+		return nil, err
+	}
+	cost := enforced[0].cost
+	md, err := m.AllowN(ctx, keys, cost)
+	if err != nil {
+		return nil, err
+	}
+	var unasked []check
+	for i, c := range enforced {
+		setDecision(res, c, md.Decisions[i])
+		if !md.Allowed && !res.Statuses[c.index].Asked() {
+			unasked = append(unasked, c) // another denied first (a near cache answered it alone)
+		}
+	}
+	if !md.Allowed {
+		return nil, peekEach(ctx, unasked, res)
+	}
+	return func(ctx context.Context) error {
+		_, err := m.Undo(ctx, keys, cost, md)
+		return err
+	}, nil
+}
+
+// peekEach fills the statuses of checks, which a denial kept from being
+// asked, with what each holds (a Peek, which records nothing): every
+// descriptor's status is its own, whatever answered the others. The peeks
+// run at once, each its own round trip.
+func peekEach(ctx context.Context, checks []check, res *Result) error {
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.limiter.Peek(ctx, c.key)
+			st := &res.Statuses[c.index] // each goroutine its own status
+			st.Decision, st.OverLimit, errs[i] = d, err == nil && d.Remaining < c.cost, err
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func setDecision(res *Result, c check, d ratelimit.Decision) {
+	st := &res.Statuses[c.index]
+	st.Decision, st.OverLimit = d, !d.Allowed
+}
+
+// takeOne decides one check, answering a request no quota can admit (a
+// rule of 0 requests, a cost over the limit) without the store.
+func takeOne(ctx context.Context, c check) (ratelimit.Decision, error) {
+	if c.limiter == nil || c.cost > c.rule.Policy.MaxCost() {
+		return denied(ctx, c)
+	}
+	return c.limiter.AllowN(ctx, c.key, c.cost)
+}
+
+// impossible is the index in checks of one that no quota admits, or -1.
+func impossible(checks []check) int {
+	for i, c := range checks {
+		if c.limiter == nil || c.cost > c.rule.Policy.MaxCost() {
+			return i
+		}
+	}
+	return -1
+}
+
+// peekAll answers a request that checks[deny] denies whatever the others
+// hold: it records nothing, and the others say what they hold (Peek).
+func peekAll(ctx context.Context, checks []check, deny int, res *Result) error {
+	for i, c := range checks {
+		var d ratelimit.Decision
+		var err error
+		if i == deny {
+			d, err = denied(ctx, c)
+		} else if c.limiter != nil {
+			d, err = c.limiter.Peek(ctx, c.key)
+		}
+		if err != nil {
+			return err
+		}
+		res.Statuses[c.index].Decision = d
+		res.Statuses[c.index].OverLimit = i == deny
+	}
+	return nil
+}
+
+// denied is the decision for a request no quota admits: nothing remains,
+// and the rule's window (aligned to the epoch, like a fixed window's) says
+// when the count resets. A cost over a limit the store holds asks the
+// store what it holds (Peek), so the answer stays true.
+func denied(ctx context.Context, c check) (ratelimit.Decision, error) {
+	if c.limiter != nil {
+		d, err := c.limiter.Peek(ctx, c.key)
+		d.Allowed, d.RetryAfter = false, 0
+		return d, err
+	}
+	now := time.Now()
+	w := c.rule.Window
+	reset := now.Truncate(w).Add(w)
+	return ratelimit.Decision{Limit: 0, At: now, ResetAt: reset}, nil
+}
+
+// together reports whether checks can be one Multi decision: one cost, and
+// no two on the same key of the same rule. Linear in the checks.
+func together(checks []check) bool {
+	type at struct {
+		limiter *ratelimit.Limiter
+		key     string
+	}
+	seen := make(map[at]struct{}, len(checks))
+	for _, c := range checks {
+		if c.cost != checks[0].cost {
+			return false
+		}
+		if _, dup := seen[at{c.limiter, c.key}]; dup {
+			return false
+		}
+		seen[at{c.limiter, c.key}] = struct{}{}
+	}
+	return true
+}
