@@ -72,7 +72,7 @@ func TestAllowRejectsBadRequestsWithTheirStatus(t *testing.T) {
 
 func TestShouldRateLimitSpeaksEnvoysAPI(t *testing.T) {
 	svc, _ := newService(t, rules)
-	rls := NewRLS(svc)
+	rls := NewRLS(svc, WithIETFHeaders())
 	ctx := context.Background()
 	entry := func(k, v string) []*rlv3.RateLimitDescriptor_Entry {
 		return []*rlv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}
@@ -94,7 +94,8 @@ func TestShouldRateLimitSpeaksEnvoysAPI(t *testing.T) {
 	assert.Equal(t, int64(60), u.DurationUntilReset.Seconds)
 	assert.Equal(t, uint32(1<<32-1), out.Statuses[1].LimitRemaining, "unlimited, as envoyproxy/ratelimit answers")
 	assert.Nil(t, out.Statuses[2].CurrentLimit)
-	assert.Len(t, out.ResponseHeadersToAdd, 2)
+	assert.Len(t, out.ResponseHeadersToAdd, 2, "the IETF fields, asked for")
+	assert.Nil(t, out.DynamicMetadata, "not asked for")
 
 	out, err = rls.ShouldRateLimit(ctx, in)
 	require.NoError(t, err)

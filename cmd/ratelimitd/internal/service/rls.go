@@ -18,17 +18,25 @@ import (
 // RLS serves Envoy's envoy.service.ratelimit.v3.RateLimitService.
 type RLS struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	svc *Service
+	svc      *Service
+	ietf     bool           // WithIETFHeaders
+	upstream *upstreamNames // WithUpstreamHeaders
+	metadata bool           // WithDynamicMetadata
 }
 
 // NewRLS returns the gRPC service deciding with svc.
-func NewRLS(svc *Service) *RLS { return &RLS{svc: svc} }
+func NewRLS(svc *Service, opts ...RLSOption) *RLS {
+	r := &RLS{svc: svc}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
 
 // ShouldRateLimit decides a request as envoyproxy/ratelimit does (see
 // Service.Decide for where it differs): OVER_LIMIT overall when any enforced
-// descriptor is over its limit, and one status per descriptor. The response
-// carries the IETF RateLimit and RateLimit-Policy fields, and Retry-After
-// when over the limit, for Envoy to add to the client's response.
+// descriptor is over its limit, and one status per descriptor; headers and
+// dynamic metadata as its options say.
 func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	req := Request{Domain: in.GetDomain(), Cost: uint64(in.GetHitsAddend()), Descriptors: make([]Descriptor, len(in.GetDescriptors()))}
 	for i, d := range in.GetDescriptors() {
@@ -48,8 +56,18 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (
 	for i, st := range res.Statuses {
 		out.Statuses[i] = toEnvoy(st)
 	}
-	for _, h := range Headers(res) {
+	var headers []Header
+	if r.upstream != nil {
+		headers = append(headers, r.upstreamHeaders(res, out.Statuses)...)
+	}
+	if r.ietf {
+		headers = append(headers, Headers(res)...)
+	}
+	for _, h := range headers {
 		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: h.Name, Value: h.Value})
+	}
+	if r.metadata {
+		out.DynamicMetadata = r.dynamicMetadata(in, res)
 	}
 	return out, nil
 }
