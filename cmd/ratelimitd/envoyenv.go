@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -47,8 +48,14 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 	if v := getenv("CONFIG_TYPE"); v != "" && !strings.EqualFold(v, "FILE") {
 		return nil, nil, fmt.Errorf("CONFIG_TYPE=%s: ratelimitd reads its configuration from files", v)
 	}
-	if strings.EqualFold(getenv("SHADOW_MODE"), "true") {
-		return nil, nil, fmt.Errorf("SHADOW_MODE=true: not supported; mark the rules shadow_mode: true")
+	for env, flag := range map[string]string{"SHADOW_MODE": "shadow-mode", "QUOTA_MODE": "quota-mode", "RESPONSE_DYNAMIC_METADATA": "dynamic-metadata",
+		"RUNTIME_IGNOREDOTFILES": "ignore-dotfiles", "MERGE_DOMAIN_CONFIG": "merge-domains", "FORCE_START_WITHOUT_INITIAL_CONFIG": "start-without-config"} {
+		if has(env) {
+			flags[flag] = getenv(env)
+		}
+	}
+	if strings.EqualFold(getenv("LIMIT_RESPONSE_HEADERS_ENABLED"), "true") {
+		flags["limit-headers"] = or("LIMIT_LIMIT_HEADER", "RateLimit-Limit") + "," + or("LIMIT_REMAINING_HEADER", "RateLimit-Remaining") + "," + or("LIMIT_RESET_HEADER", "RateLimit-Reset")
 	}
 	if has("GRPC_UDS") {
 		return nil, nil, fmt.Errorf("GRPC_UDS: ratelimitd serves gRPC on TCP only (-grpc)")
@@ -107,6 +114,15 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 			notes = append(notes, k+": ignored (see docs/service.md)")
 		}
 	}
+	if len(flags) > 0 || len(notes) > 0 || has("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
+		// Started from its environment, count as it counts: every hit,
+		// unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT (its default false);
+		// and serve, every domain unknown, while its directory is missing.
+		flags["count-over-limit"] = strconv.FormatBool(!strings.EqualFold(getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"), "true"))
+		if _, set := flags["start-without-config"]; !set {
+			flags["start-without-config"] = "true"
+		}
+	}
 	return flags, notes, nil
 }
 
@@ -161,11 +177,10 @@ func redisStoreURL(getenv func(string) string) (string, error) {
 // use for: logged when set.
 var ignoredEnvoyVars = []string{
 	"PROTO",
-	"FORCE_START_WITHOUT_INITIAL_CONFIG", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
+	"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
 	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	"RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO",
-	"CACHE_KEY_PREFIX", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "LIMIT_RESPONSE_HEADERS_ENABLED",
-	"LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+	"RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO",
+	"CACHE_KEY_PREFIX", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "MEMCACHE_HOST_PORT",
-	"MEMCACHE_SRV", "MERGE_DOMAIN_CONFIG", "TRACING_ENABLED",
+	"MEMCACHE_SRV", "TRACING_ENABLED",
 }

@@ -38,6 +38,27 @@ func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
 	assert.Equal(t, "DEBUG", o.logLevel.String())
 	assert.Len(t, o.envNotes, 2, "USE_STATSD and NEAR_LIMIT_RATIO: %v", o.envNotes)
 
+	assert.True(t, o.countOverLimit, "started from its environment, every hit counts, as its default")
+	assert.False(t, o.shadowMode || o.quotaMode || o.dynamicMetadata || o.ietfHeaders)
+	assert.Nil(t, o.limitHeaders, "no header unless LIMIT_RESPONSE_HEADERS_ENABLED")
+
+	o, err = parseFlags(nil, env(map[string]string{
+		"RUNTIME_ROOT": "/d", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true", "SHADOW_MODE": "true", "QUOTA_MODE": "true",
+		"RESPONSE_DYNAMIC_METADATA": "true", "LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_RESET_HEADER": "X-Reset",
+	}), io.Discard)
+	require.NoError(t, err)
+	assert.False(t, o.countOverLimit, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a denial counts nothing")
+	assert.True(t, o.shadowMode && o.quotaMode && o.dynamicMetadata)
+	assert.Equal(t, []string{"RateLimit-Limit", "RateLimit-Remaining", "X-Reset"}, o.limitHeaders)
+	assert.Empty(t, o.envNotes, "every one honoured")
+
+	o, err = parseFlags([]string{"-config", "c.yaml"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.False(t, o.countOverLimit, "ratelimitd's own default: a denial counts nothing")
+	o, err = parseFlags([]string{"-count-over-limit=false"}, env(map[string]string{"RUNTIME_ROOT": "/d"}), io.Discard)
+	require.NoError(t, err)
+	assert.False(t, o.countOverLimit, "its own flag wins over the environment's default")
+
 	o, err = parseFlags([]string{"-store", "memory"}, env(map[string]string{
 		"RUNTIME_ROOT": "/data", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "a:1,b:2", "REDIS_TYPE": "cluster",
 		"RATELIMITD_CONFIG": "mine.yaml",
@@ -55,7 +76,6 @@ func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
 		{"RUNTIME_ROOT": "/d", "GRPC_UDS": "/tmp/rl.sock"},
 		{"RUNTIME_ROOT": "/d", "REDIS_URL": "r:1", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "SENTINEL"},
 		{"RUNTIME_ROOT": "/d", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"},
-		{"RUNTIME_ROOT": "/d", "SHADOW_MODE": "true"},
 		{"RUNTIME_ROOT": "/d", "CONFIG_TYPE": "GRPC_XDS_SOTW"},
 		{"RUNTIME_ROOT": "/d", "GRPC_SERVER_USE_TLS": "true"}, // never plaintext where TLS was asked for
 	} {

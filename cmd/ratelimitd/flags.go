@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
 )
 
@@ -62,6 +64,17 @@ type options struct {
 	// mTLS the clients' CA file and the SAN a client's certificate must
 	// hold (see tls.go).
 	grpcTLS grpcTLS
+	// ignoreDotfiles and mergeDomains: how the configuration directory
+	// is read (config.LoadOption); startWithoutConfig serves with no
+	// domain while the configuration's path does not exist.
+	ignoreDotfiles, mergeDomains, startWithoutConfig bool
+	// countOverLimit, quotaMode, shadowMode: see service.Options.
+	countOverLimit, quotaMode, shadowMode bool
+	// ietfHeaders, limitHeaders and dynamicMetadata: what a gRPC answer
+	// carries beside the decision (service.RLSOption); limitHeaders are
+	// the three names of envoyproxy/ratelimit's headers, or none.
+	ietfHeaders, dynamicMetadata bool
+	limitHeaders                 []string
 	// envNotes are envoyproxy/ratelimit variables set and not honoured,
 	// logged at start.
 	envNotes []string
@@ -84,8 +97,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM or SIGINT, how long readiness fails while requests are still served, before the listeners close (Kubernetes: the readiness probe's period or more)")
-	fs.DurationVar(&o.reload, "reload-every", time.Second, "how often the configuration is checked for changes (0: never)")
-	fs.DurationVar(&o.settle, "reload-settle", 3*time.Second, "a changed configuration is applied once unchanged this long (a file written in steps within it is never applied half-written; write files atomically)")
+	fs.DurationVar(&o.reload, "reload-every", 500*time.Millisecond, "how often the configuration is checked for changes (0: never)")
+	fs.DurationVar(&o.settle, "reload-settle", 3*time.Second, "a changed configuration is applied once unchanged this long (a file written in steps within it is never applied half-written; write files atomically); a symlink swap is applied at once")
 	fs.IntVar(&o.maxDescriptors, "max-descriptors", service.DefaultMaxDescriptors, "descriptors a request may carry; more is InvalidArgument (400) at once")
 	fs.IntVar(&o.maxEntries, "max-entries", service.DefaultMaxEntries, "entries a descriptor may carry; more is InvalidArgument (400) at once")
 	fs.DurationVar(&o.httpTimeout, "http-timeout", 10*time.Second, "HTTP: bound on reading a request (headers and body) and on writing its answer")
@@ -105,6 +118,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.grpcTLS.key, "grpc-tls-key", "", "gRPC over TLS: the private key file (PEM)")
 	fs.StringVar(&o.grpcTLS.clientCA, "grpc-client-ca", "", "gRPC mTLS: the CA file (PEM) a client's certificate must chain to; clients without one are refused")
 	fs.StringVar(&o.grpcTLS.clientSAN, "grpc-client-san", "", "gRPC mTLS: a subject alternative name (DNS or URI) a client's certificate must hold")
+	fs.BoolVar(&o.ignoreDotfiles, "ignore-dotfiles", false, "in a configuration directory, skip files and directories whose names start with a dot (RUNTIME_IGNOREDOTFILES)")
+	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "files configuring one domain merge into it instead of being refused (MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&o.startWithoutConfig, "start-without-config", false, "when -config does not exist, serve with no domain (every one unknown) and load it once it appears, as envoyproxy/ratelimit does")
+	fs.BoolVar(&o.countOverLimit, "count-over-limit", false, "count every hit, a denied request's included, as envoyproxy/ratelimit does (false: a request a limit denies consumes nothing from any; started from envoyproxy/ratelimit's environment, its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT decides)")
+	fs.BoolVar(&o.quotaMode, "quota-mode", false, "every rule a quota pool: a request is over only when every pool it matches is spent (QUOTA_MODE)")
+	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "answer OK to every request, each decided and counted as usual (SHADOW_MODE)")
+	fs.BoolVar(&o.ietfHeaders, "ietf-headers", false, "gRPC answers carry the IETF draft's RateLimit-Policy and RateLimit fields, and Retry-After when over, for Envoy to add")
+	limitHeaders := fs.String("limit-headers", "", "gRPC answers carry envoyproxy/ratelimit's three headers under these names: limit,remaining,reset (LIMIT_RESPONSE_HEADERS_ENABLED; \"\": none)")
+	fs.BoolVar(&o.dynamicMetadata, "dynamic-metadata", false, "gRPC answers carry Envoy dynamic metadata as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA: the request, and the metadata of the rules that did not deny")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -176,9 +198,42 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	default:
 		return o, fmt.Errorf("%w: -log-format %q: text or json", errUsage, *format)
 	}
+	if *limitHeaders != "" {
+		o.limitHeaders = strings.Split(*limitHeaders, ",")
+		if len(o.limitHeaders) != 3 || slices.Contains(o.limitHeaders, "") {
+			return o, fmt.Errorf("%w: -limit-headers %q: three names, limit,remaining,reset", errUsage, *limitHeaders)
+		}
+	}
 	o.refuseWhenFull = *whenFull == "refuse"
 	o.strictDomains = *unknownDomain == "notfound"
 	return o, nil
+}
+
+// loadOptions are how the flags ask the configuration to be read.
+func (o options) loadOptions() []config.LoadOption {
+	var opts []config.LoadOption
+	if o.ignoreDotfiles {
+		opts = append(opts, config.IgnoreDotfiles())
+	}
+	if o.mergeDomains {
+		opts = append(opts, config.MergeDomains())
+	}
+	return opts
+}
+
+// rlsOptions are what the flags ask gRPC answers to carry.
+func (o options) rlsOptions() []service.RLSOption {
+	var opts []service.RLSOption
+	if o.ietfHeaders {
+		opts = append(opts, service.WithIETFHeaders())
+	}
+	if o.limitHeaders != nil {
+		opts = append(opts, service.WithUpstreamHeaders(o.limitHeaders[0], o.limitHeaders[1], o.limitHeaders[2]))
+	}
+	if o.dynamicMetadata {
+		opts = append(opts, service.WithDynamicMetadata())
+	}
+	return opts
 }
 
 // memoryOptions are the memory stores' options the flags set.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -67,7 +68,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	for _, note := range o.envNotes {
 		log.Warn("envoyproxy/ratelimit's environment: " + note)
 	}
-	cfg, err := config.Load(o.config)
+	cfg, err := config.Load(o.config, o.loadOptions()...)
+	if errors.Is(err, fs.ErrNotExist) && o.startWithoutConfig {
+		log.Warn("no configuration yet: serving with no domain until it appears", "config", o.config)
+		cfg, err = config.Empty(), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -94,11 +99,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	})
 	reg.MustRegister(unknown)
 	svc, err := service.New(st.top, cfg, service.Options{
-		Limiter:       []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
-		Limits:        service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
-		Detailed:      detailed.observe,
-		StrictDomains: o.strictDomains,
-		UnknownDomain: func(string) { unknown.Inc() },
+		Limiter:        []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
+		Limits:         service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
+		Detailed:       detailed.observe,
+		StrictDomains:  o.strictDomains,
+		UnknownDomain:  func(string) { unknown.Inc() },
+		CountOverLimit: o.countOverLimit,
+		QuotaMode:      o.quotaMode,
+		ShadowMode:     o.shadowMode,
 	})
 	if err != nil {
 		return err
@@ -125,9 +133,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		gopts = append(gopts, creds)
 	}
 	gs := grpc.NewServer(gopts...)
-	rlsv3.RegisterRateLimitServiceServer(gs, service.NewRLS(svc))
+	rls := service.NewRLS(svc, o.rlsOptions()...)
+	rlsv3.RegisterRateLimitServiceServer(gs, rls)
 	hs := health.NewServer() // "" (the server) is serving
-	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	// The service by its gRPC name, and by envoyproxy/ratelimit's ("ratelimit"),
+	// which probes configured for it ask.
+	for _, name := range []string{rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit"} {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
 	healthpb.RegisterHealthServer(gs, hs)
 	var draining atomic.Bool
 	// Every HTTP connection ends: one that sends nothing, or too slowly,
@@ -135,7 +148,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// and at most -http-max-conns are open, so a client holding
 	// connections cannot take the file descriptors Envoy's gRPC
 	// connections need.
-	hsrv := &http.Server{Handler: routes(svc, reg, &draining), ReadHeaderTimeout: o.httpTimeout,
+	hsrv := &http.Server{Handler: routes(svc, rls, reg, &draining), ReadHeaderTimeout: o.httpTimeout,
 		ReadTimeout: o.httpTimeout, WriteTimeout: o.httpTimeout, IdleTimeout: o.httpIdle}
 	if o.httpConns > 0 {
 		httpLis = netutil.LimitListener(httpLis, o.httpConns)
@@ -151,7 +164,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		adminAddr = adminLis.Addr().String()
 		go func() { errs <- asrv.Serve(netutil.LimitListener(adminLis, adminConns)) }()
 	}
-	w := newWatcher(reg, o.config, o.reload, o.settle, svc, log)
+	w := newWatcher(reg, o.config, o.loadOptions(), o.reload, o.settle, svc, log)
 	if o.reload > 0 {
 		go w.run(ctx)
 	}
@@ -280,11 +293,11 @@ func recovered(log *slog.Logger) grpc.UnaryServerInterceptor {
 }
 
 // routes is the HTTP API: /v1/allow, liveness, readiness and metrics.
-func routes(svc *service.Service, reg *prometheus.Registry, draining *atomic.Bool) http.Handler {
+func routes(svc *service.Service, rls *service.RLS, reg *prometheus.Registry, draining *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/allow", svc.Allow)
 	probes(mux, draining)
-	mux.HandleFunc("/json", service.NewRLS(svc).JSON)
+	mux.HandleFunc("/json", rls.JSON)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
 }

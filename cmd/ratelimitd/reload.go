@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +30,7 @@ import (
 // costs nothing measurable beside the decisions.
 type watcher struct {
 	path             string
+	opts             []config.LoadOption
 	interval, settle time.Duration
 	svc              *service.Service
 	log              *slog.Logger
@@ -38,10 +39,12 @@ type watcher struct {
 	// applied is the fingerprint of the configuration in force (or last
 	// rejected), taken when the watcher is made.
 	applied [sha256.Size]byte
+	// target is where the path's symbolic links lead, when it was made.
+	target string
 }
 
-func newWatcher(reg prometheus.Registerer, path string, interval, settle time.Duration, svc *service.Service, log *slog.Logger) *watcher {
-	w := &watcher{path: path, interval: interval, settle: settle, svc: svc, log: log, applied: fingerprint(path),
+func newWatcher(reg prometheus.Registerer, path string, opts []config.LoadOption, interval, settle time.Duration, svc *service.Service, log *slog.Logger) *watcher {
+	w := &watcher{path: path, opts: opts, interval: interval, settle: settle, svc: svc, log: log, applied: fingerprint(path, opts),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimitd_config_reloads_total",
 			Help: "Configurations read after a change: applied, or rejected (the previous one kept serving).",
@@ -51,6 +54,7 @@ func newWatcher(reg prometheus.Registerer, path string, interval, settle time.Du
 			Help: "When the configuration in force was applied (Unix time): at start, then at each reload.",
 		}),
 	}
+	w.target, _ = filepath.EvalSymlinks(path)
 	w.reloads.WithLabelValues("applied")
 	w.reloads.WithLabelValues("rejected")
 	w.lastReload.SetToCurrentTime()
@@ -58,10 +62,14 @@ func newWatcher(reg prometheus.Registerer, path string, interval, settle time.Du
 	return w
 }
 
-// run polls every interval until ctx ends.
+// run polls every interval until ctx ends. A change that comes with a new
+// target of the path's symbolic links (a symlink swap, atomic by nature:
+// Kubernetes' ConfigMaps, envoyproxy/ratelimit's runtime "current") is
+// applied at once; any other waits to settle.
 func (w *watcher) run(ctx context.Context) {
 	applied := w.applied
 	pending, since := applied, time.Time{}
+	target := w.target
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
@@ -70,11 +78,16 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := fingerprint(w.path)
+		now := fingerprint(w.path, w.opts)
+		swapped := false
+		if to, err := filepath.EvalSymlinks(w.path); err == nil && to != target {
+			target, swapped = to, true
+		}
 		switch {
 		case now == applied:
 			pending = applied
 			continue
+		case swapped:
 		case now != pending: // changed since the last poll: wait for it to settle
 			pending, since = now, time.Now()
 			continue
@@ -88,7 +101,12 @@ func (w *watcher) run(ctx context.Context) {
 
 // load reads the configuration and applies it, or keeps the one in force.
 func (w *watcher) load() {
-	cfg, err := config.Load(w.path)
+	cfg, err := config.Load(w.path, w.opts...)
+	if err == nil && len(cfg.Domains()) == 0 && len(w.svc.Config().Domains()) > 0 {
+		// envoyproxy/ratelimit applies it, and stops limiting: a deploy
+		// that empties the directory on its way is far likelier.
+		err = errors.New("the configuration was emptied: it would leave every domain unlimited")
+	}
 	if err == nil {
 		err = w.svc.SetConfig(cfg)
 	}
@@ -102,14 +120,13 @@ func (w *watcher) load() {
 	w.log.Info("configuration reloaded", "config", w.path, "domains", cfg.Domains())
 }
 
-// fingerprint is a hash of the configuration's files (names and content):
-// what changes when the configuration may have.
-func fingerprint(path string) [sha256.Size]byte {
+// fingerprint is a hash of the configuration's files (names and content),
+// the files Load reads: what changes when the configuration may have.
+func fingerprint(path string, opts []config.LoadOption) [sha256.Size]byte {
 	h := sha256.New()
-	files := []string{path}
-	if info, err := os.Stat(path); err == nil && info.IsDir() {
-		files, _ = filepath.Glob(filepath.Join(path, "*.y*ml"))
-		sort.Strings(files)
+	files, err := config.Files(path, opts...)
+	if err != nil {
+		h.Write([]byte(err.Error()))
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)

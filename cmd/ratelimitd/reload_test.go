@@ -33,7 +33,7 @@ func watching(t *testing.T, path string, settle time.Duration) (*watcher, *servi
 	t.Cleanup(func() { m.Close() })
 	svc, err := service.New(m, cfg, service.Options{})
 	require.NoError(t, err)
-	w := newWatcher(prometheus.NewRegistry(), path, 10*time.Millisecond, settle, svc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := newWatcher(prometheus.NewRegistry(), path, nil, 10*time.Millisecond, settle, svc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go w.run(ctx)
@@ -69,8 +69,9 @@ func TestAConfigWrittenWithinTheSettleTimeIsAppliedWhole(t *testing.T) {
 	}
 }
 
-// An emptied directory is rejected as an empty file is: every domain
-// would have been unknown.
+// A directory emptied while it configures domains is rejected: every domain
+// would have been unlimited (envoyproxy/ratelimit applies it; a directory
+// empty at start loads, as there).
 func TestAnEmptiedConfigDirectoryIsRejected(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "rules.yaml")
@@ -80,6 +81,26 @@ func TestAnEmptiedConfigDirectoryIsRejected(t *testing.T) {
 	until(t, func() bool { return testutil.ToFloat64(w.reloads.WithLabelValues("rejected")) > 0 })
 	require.Zero(t, testutil.ToFloat64(w.reloads.WithLabelValues("applied")))
 	require.True(t, svc.Config().HasDomain("api"), "the previous configuration keeps serving")
-	_, err := config.Load(dir)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	c, err := config.Load(dir)
+	require.NoError(t, err)
+	require.Empty(t, c.Domains())
+}
+
+// A symlink swap (a Kubernetes ConfigMap's, envoyproxy/ratelimit's
+// "current") is applied without waiting for the settle time.
+func TestASymlinkSwapIsAppliedAtOnce(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, v, "config"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "v1", "config", "rules.yaml"), []byte(withoutUser), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "v2", "config", "rules.yaml"), []byte(withUser), 0o644))
+	require.NoError(t, os.Symlink("v1", filepath.Join(root, "current")))
+	const settle = time.Hour // never reached: only a swap applies
+	w, svc := watching(t, filepath.Join(root, "current", "config"), settle)
+	require.NoError(t, os.Symlink("v2", filepath.Join(root, "next")))
+	require.NoError(t, os.Rename(filepath.Join(root, "next"), filepath.Join(root, "current")))
+	until(t, func() bool { return testutil.ToFloat64(w.reloads.WithLabelValues("applied")) > 0 })
+	rule, _ := svc.Config().Match("api", []config.Entry{{Key: "user", Value: "u"}})
+	require.NotNil(t, rule, "v2's rules")
 }
