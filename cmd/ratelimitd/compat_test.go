@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,41 +14,22 @@ import (
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
 )
 
-// envoyRatelimit is the directory of envoyproxy/ratelimit's module at the
-// version bench/go.mod pins, fetched by the Go module tool.
-func envoyRatelimit(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/envoyproxy/ratelimit")
-	cmd.Dir = "bench"
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	var mod struct{ Dir, Error string }
-	if err == nil {
-		err = json.Unmarshal(out, &mod)
-	}
-	if err != nil || mod.Error != "" || mod.Dir == "" {
-		msg := "cannot fetch envoyproxy/ratelimit's module: %v %s"
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(msg, err, mod.Error)
-		}
-		t.Skipf(msg, err, mod.Error)
-	}
-	return mod.Dir
-}
+// upstream is envoyproxy/ratelimit's configuration files at the master
+// commit testdata/upstream/README.md names.
+const upstream = "testdata/upstream"
 
 // TestEnvoysOwnConfigsLoadAndItsBadOnesDoNot: every configuration file of
-// envoyproxy/ratelimit's repository that it accepts loads unchanged, and
-// every one its tests expect it to reject is rejected.
+// envoyproxy/ratelimit's master that it accepts loads unchanged, and every
+// one its tests expect it to reject is rejected.
 func TestEnvoysOwnConfigsLoadAndItsBadOnesDoNot(t *testing.T) {
-	dir := envoyRatelimit(t)
 	bad := map[string]bool{
 		"bad_limit_unit.yaml": true, "bad_yaml.yaml": true, "duplicate_key.yaml": true, "empty_domain.yaml": true,
 		"empty_key.yaml": true, "misspelled_key.yaml": true, "misspelled_key2.yaml": true, "non_map_list.yaml": true,
 		"non_string_key.yaml": true, "replaces_empty.yaml": true, "replaces_self.yaml": true, "unlimited_with_unit.yaml": true,
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "test", "config", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(upstream, "test-config", "*.yaml"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 19, "the pinned version has 19")
+	require.Len(t, files, 20, "master has 20")
 	for _, f := range files {
 		_, err := config.Load(f)
 		if bad[filepath.Base(f)] {
@@ -59,11 +38,60 @@ func TestEnvoysOwnConfigsLoadAndItsBadOnesDoNot(t *testing.T) {
 			assert.NoError(t, err, f)
 		}
 	}
-	c, err := config.Load(filepath.Join(dir, "examples", "ratelimit", "config"))
-	require.NoError(t, err)
+	c, err := config.Load(filepath.Join(upstream, "examples-config"))
+	require.NoError(t, err, "its shipped example, descriptor metadata included")
 	assert.Equal(t, []string{"mongo_cps", "rl"}, c.Domains())
-	_, err = config.Load(filepath.Join(dir, "test", "config"))
+	c, err = config.Load(filepath.Join(upstream, "integration-config"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"another", "basic", "share-threshold-test"}, c.Domains())
+	_, err = config.Load(filepath.Join(upstream, "test-config"))
 	assert.ErrorIs(t, err, config.ErrInvalid, "a directory with its duplicate domains, which it rejects too without MERGE_DOMAIN_CONFIG")
+
+	merged := t.TempDir()
+	for _, f := range []string{"merge_domain_key1.yaml", "merge_domain_key2.yaml"} {
+		data, err := os.ReadFile(filepath.Join(upstream, "test-config", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(merged, f), data, 0o644))
+	}
+	_, err = config.Load(merged, config.MergeDomains())
+	assert.NoError(t, err, "MERGE_DOMAIN_CONFIG: two files, one domain")
+	_, err = config.Load(merged)
+	assert.ErrorIs(t, err, config.ErrInvalid, "without it, refused")
+}
+
+// TestEnvoysWildcardsMatchAsItsTestsSay: master's own expectations of
+// test/config/wildcard.yaml.
+func TestEnvoysWildcardsMatchAsItsTestsSay(t *testing.T) {
+	c, err := config.Load(filepath.Join(upstream, "test-config", "wildcard.yaml"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		entries []string
+		rule    string // "" for none
+	}{
+		{[]string{"noVal", "foo1"}, "test-domain.noVal"},
+		{[]string{"wild", "foo1"}, "test-domain.wild_foo*"},
+		{[]string{"nestedWild", "val1", "wild", "goo2"}, "test-domain.nestedWild_val1.wild_goo*"},
+		{[]string{"wild", "bar"}, ""},
+		{[]string{"noWild", "foo1"}, ""},
+		{[]string{"midWild", "barab"}, "test-domain.midWild_bar*b"},
+		{[]string{"midWild", "bar123b"}, "test-domain.midWild_bar*b"},
+		{[]string{"midWild", "barb"}, "test-domain.midWild_bar*b"},
+		{[]string{"midWild", "bara"}, ""},
+		{[]string{"midWild", "xbarb"}, ""},
+		{[]string{"multiWild", "foo123bar456baz"}, "test-domain.multiWild_foo*bar*baz"},
+		{[]string{"multiWild", "foobarbaz"}, "test-domain.multiWild_foo*bar*baz"},
+	} {
+		var es []config.Entry
+		for i := 0; i < len(tc.entries); i += 2 {
+			es = append(es, config.Entry{Key: tc.entries[i], Value: tc.entries[i+1]})
+		}
+		r, _ := c.Match("test-domain", es)
+		if tc.rule == "" {
+			assert.Nil(t, r, "%v", tc.entries)
+		} else if assert.NotNil(t, r, "%v", tc.entries) {
+			assert.Equal(t, tc.rule, r.FullKey, "%v", tc.entries)
+		}
+	}
 }
 
 // step is one request of envoyproxy/ratelimit's integration scripts: a
@@ -91,8 +119,7 @@ var envoyRoutes = map[string][][]string{
 // value-included-in-stats-key-when-unspecified.sh), in their order, with
 // the outcome each script asserts.
 func TestEnvoysIntegrationScriptsDecideTheSame(t *testing.T) {
-	dir := envoyRatelimit(t)
-	d := start(t, "-config", filepath.Join(dir, "examples", "ratelimit", "config"))
+	d := start(t, "-config", filepath.Join(upstream, "examples-config"))
 	s := func(route, headers string, ok bool) step { return step{route, headers, ok} }
 	banned, override := "foo=bkthomps bar=banned", "foo=bkthomps bar=banned source_cluster=proxy destination_cluster="
 	original := "foo=my_foo bar=bkthomps source_cluster=proxy destination_cluster="
