@@ -62,6 +62,8 @@ const (
 	MaxLogLimit = backend.MaxLogLimit
 	// MaxWindow bounds Window: 100 days.
 	MaxWindow = backend.MaxWindow
+	// MaxFixedWindow bounds a FixedWindow's Window: 366 days (a year).
+	MaxFixedWindow = backend.MaxFixedWindow
 )
 
 // Policy is a limit of Limit requests per Window, counted by Algorithm; for
@@ -79,8 +81,8 @@ type Policy struct {
 	// SlidingWindow.
 	Limit int
 	// Window is the length of the window (for GCRA: the period of the
-	// rate); 1ms to MaxWindow. It is kept to microsecond precision (the
-	// finer part is dropped).
+	// rate); 1ms to MaxWindow (a FixedWindow's to MaxFixedWindow). It is
+	// kept to microsecond precision (the finer part is dropped).
 	Window time.Duration
 	// Algorithm is SlidingWindow (the zero value), FixedWindow,
 	// SlidingWindowCounter or GCRA.
@@ -143,8 +145,9 @@ func Concurrency(n int, lease time.Duration) Policy {
 
 // Validate reports why p cannot be used, wrapping ErrInvalidPolicy, or nil:
 // a limit or burst not in [1, MaxLimit], a sliding log over MaxLogLimit, a
-// window not in [1ms, MaxWindow], a burst on a window algorithm, a GCRA
-// queue too long to compute exactly, an unknown algorithm.
+// window not in [1ms, MaxWindow] (MaxFixedWindow for a fixed one), a
+// burst on a window algorithm, a GCRA queue too long to compute exactly,
+// an unknown algorithm.
 func (p Policy) Validate() error {
 	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), max(p.Window, backend.MinWindow), "")
 	if err == nil && p.Block != 0 {

@@ -60,8 +60,13 @@ const (
 	// MaxLogLimit bounds the limit of SlidingWindow, which keeps an entry
 	// per admitted request.
 	MaxLogLimit = 10_000
-	// MaxWindow bounds a window: 100 days.
+	// MaxWindow bounds a window: 100 days (the sliding-window counter's
+	// weights, thousandths of a window in µs, stay exact under 2^53).
 	MaxWindow = 100 * 24 * time.Hour
+	// MaxFixedWindow bounds a FixedWindow's window, whose arithmetic never
+	// multiplies one: 366 days, room for envoyproxy/ratelimit's year of
+	// 365. Its retention may be as long as its window.
+	MaxFixedWindow = 366 * 24 * time.Hour
 	// MinWindow is the shortest window.
 	MinWindow = time.Millisecond
 	// MaxGCRAUnits bounds a burst times the weight of a request in GCRA's
@@ -89,7 +94,8 @@ type Rule struct {
 // (at least the window), for keys under prefix. A policy outside its bounds
 // is an error wrapping ErrInvalidPolicy, a prefix longer than MaxPrefixLen
 // one wrapping ErrInvalidKey, and a retention outside [window, MaxWindow]
-// one wrapping ErrInvalidArgument. The window is kept to the microsecond.
+// (a FixedWindow longer than MaxWindow: the window) one wrapping
+// ErrInvalidArgument. The window is kept to the microsecond.
 func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, retain time.Duration, prefix string) (*Rule, error) {
 	if err := checkPolicy(alg, limit, window, burst); err != nil {
 		return nil, err
@@ -98,7 +104,7 @@ func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, reta
 		return nil, fmt.Errorf("%w: prefix of %d bytes, more than %d", ErrInvalidKey, len(prefix), MaxPrefixLen)
 	}
 	window = window.Truncate(time.Microsecond)
-	if retain < window || retain > MaxWindow {
+	if retain < window || retain > max(MaxWindow, window) {
 		return nil, fmt.Errorf("%w: retention %v is not in [the window %v, MaxWindow]", ErrInvalidArgument, retain, window)
 	}
 	if alg != GCRA {
@@ -113,7 +119,8 @@ func NewRule(alg Algorithm, limit int64, window time.Duration, burst int64, reta
 
 // checkPolicy reports, wrapping ErrInvalidPolicy, why a policy cannot be
 // compiled: a limit or burst not in [1, MaxLimit], a sliding log over
-// MaxLogLimit, a window not in [MinWindow, MaxWindow], a burst on a window
+// MaxLogLimit, a window not in [MinWindow, MaxWindow] (a FixedWindow's up
+// to MaxFixedWindow), a burst on a window
 // algorithm, a GCRA queue too long to compute exactly, an unknown algorithm.
 func checkPolicy(alg Algorithm, limit int64, window time.Duration, burst int64) error {
 	switch {
@@ -123,8 +130,8 @@ func checkPolicy(alg Algorithm, limit int64, window time.Duration, burst int64) 
 		return fmt.Errorf("%w: limit %d is over MaxLimit (%d)", ErrInvalidPolicy, limit, MaxLimit)
 	case window < MinWindow:
 		return fmt.Errorf("%w: window %v is shorter than 1ms", ErrInvalidPolicy, window)
-	case window > MaxWindow:
-		return fmt.Errorf("%w: window %v is longer than MaxWindow (%v)", ErrInvalidPolicy, window, MaxWindow)
+	case window > MaxFixedWindow || window > MaxWindow && alg != FixedWindow:
+		return fmt.Errorf("%w: window %v is longer than MaxWindow (%v; a fixed window's may be up to %v)", ErrInvalidPolicy, window, MaxWindow, MaxFixedWindow)
 	}
 	switch alg {
 	case InFlight:

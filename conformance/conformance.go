@@ -176,6 +176,7 @@ var storeScenarios = []scenario{
 	{"reset clears the key under every algorithm, and only that key", resetClearsEveryAlgorithm},
 	{"TakeAll admits several policies on one key together or not at all", takeAllIsAtomic},
 	{"limits and costs at their bounds neither overflow nor over-admit", atTheBounds},
+	{"a fixed window may be a year long", aYearLongFixedWindow},
 	{"state from a clock that stepped back holds nothing past one window", clockStepsBack},
 	{"clocks skewed by up to MaxSkew share one timeline per key", skewedClocksShareOneTimeline},
 	{"a longer window keeps the history the store kept", longerWindowKeepsHistory},

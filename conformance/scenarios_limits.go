@@ -56,10 +56,42 @@ func atTheBounds(t *testing.T, e *env) {
 		over.Limit++
 	}
 	mustErrorIs(t, l.SetPolicy(over), ratelimit.ErrInvalidPolicy, "one over the bound")
-	mustErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 10, Window: ratelimit.MaxWindow + time.Microsecond, Algorithm: p.Algorithm, Burst: p.Burst}),
-		ratelimit.ErrInvalidPolicy, "a window over MaxWindow")
+	mustErrorIs(t, l.SetPolicy(ratelimit.Policy{Limit: 10, Window: longest(e.alg) + time.Microsecond, Algorithm: p.Algorithm, Burst: p.Burst}),
+		ratelimit.ErrInvalidPolicy, "a window over the longest")
 	_, err = l.AllowN(context.Background(), "user", max+1)
 	mustErrorIs(t, err, ratelimit.ErrInvalidCost)
+}
+
+// longest is the longest window of alg: MaxWindow, a fixed window's
+// MaxFixedWindow.
+func longest(alg ratelimit.Algorithm) time.Duration {
+	if alg == ratelimit.FixedWindow {
+		return ratelimit.MaxFixedWindow
+	}
+	return ratelimit.MaxWindow
+}
+
+// aYearLongFixedWindow: a fixed window may be as long as MaxFixedWindow (a
+// year, envoyproxy/ratelimit's longest unit), its state kept for all of it.
+func aYearLongFixedWindow(t *testing.T, e *env) {
+	if e.alg != ratelimit.FixedWindow {
+		t.Skip("a window past MaxWindow is a fixed window's only")
+	}
+	const year = 365 * 24 * time.Hour
+	c := e.checked(2, year)
+	now := c.clock.Now().UnixMicro()
+	start := time.UnixMicro(now - now%year.Microseconds()).Add(year) // windows align to the Unix epoch
+	c.clock.Advance(start.Add(time.Hour).Sub(c.clock.Now()))
+	mustTrue(t, c.allow("user").Allowed)
+	c.clock.Advance(200 * 24 * time.Hour) // past MaxWindow: the count is still held
+	d := c.allow("user")
+	mustTrue(t, d.Allowed)
+	mustEqual(t, 2, d.Count)
+	d = c.allow("user")
+	mustFalse(t, d.Allowed, "2 a year")
+	mustTrue(t, d.ResetAt.Equal(start.Add(year)), "reset at the year's end, not %v", d.ResetAt)
+	c.clock.Advance(start.Add(year).Sub(c.clock.Now()))
+	mustTrue(t, c.allow("user").Allowed, "the next year")
 }
 
 // clockStepsBack: a clock that jumps an hour ahead and comes back leaves
@@ -215,7 +247,7 @@ func policyPerKey(t *testing.T, e *env) {
 		case "broken":
 			return ratelimit.Policy{Limit: -1, Window: time.Minute}, nil
 		case "too-long":
-			return e.policy(5, ratelimit.MaxWindow+time.Hour), nil
+			return e.policy(5, longest(e.alg)+time.Hour), nil
 		case "down":
 			return ratelimit.Policy{}, lookupFailed
 		}
