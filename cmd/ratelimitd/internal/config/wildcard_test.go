@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,20 @@ descriptors:
 	_, err = Parse("m.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    metadata: text\n"))
 	assert.ErrorIs(t, err, ErrInvalid, "metadata that is not a mapping")
 	assert.ErrorContains(t, err, "m.yaml:3: metadata is a string, not a mapping")
+}
+
+// unit: year (365 days, as envoyproxy/ratelimit counts it) is a fixed
+// window's; the other algorithms stop at ratelimit.MaxWindow.
+func TestAYearIsAFixedWindowsUnit(t *testing.T) {
+	c, err := Parse("y.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1000}\n"))
+	require.NoError(t, err)
+	r, _ := c.Match("d", []Entry{{Key: "k", Value: "v"}})
+	require.NotNil(t, r)
+	assert.Equal(t, Year, r.Unit)
+	assert.Equal(t, 365*24*time.Hour, r.Policy.Window)
+	_, err = Parse("y.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 10, algorithm: sliding}\n"))
+	assert.ErrorIs(t, err, ErrInvalid, "a year-long log")
+	o, err := Override("o", 5, Year)
+	require.NoError(t, err, "a request's yearly override")
+	assert.Equal(t, 365*24*time.Hour, o.Policy.Window)
 }
