@@ -49,7 +49,8 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 		return nil, nil, fmt.Errorf("CONFIG_TYPE=%s: ratelimitd reads its configuration from files", v)
 	}
 	for env, flag := range map[string]string{"SHADOW_MODE": "shadow-mode", "QUOTA_MODE": "quota-mode", "RESPONSE_DYNAMIC_METADATA": "dynamic-metadata",
-		"RUNTIME_IGNOREDOTFILES": "ignore-dotfiles", "MERGE_DOMAIN_CONFIG": "merge-domains", "FORCE_START_WITHOUT_INITIAL_CONFIG": "start-without-config"} {
+		"RUNTIME_IGNOREDOTFILES": "ignore-dotfiles", "MERGE_DOMAIN_CONFIG": "merge-domains", "FORCE_START_WITHOUT_INITIAL_CONFIG": "start-without-config",
+		"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "healthy-needs-domain"} {
 		if has(env) {
 			flags[flag] = getenv(env)
 		}
@@ -180,7 +181,7 @@ var ignoredEnvoyVars = []string{
 	"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
 	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	"RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO",
-	"CACHE_KEY_PREFIX", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+	"CACHE_KEY_PREFIX",
 	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "MEMCACHE_HOST_PORT",
 	"MEMCACHE_SRV", "TRACING_ENABLED",
 }

@@ -64,10 +64,15 @@ type options struct {
 	// mTLS the clients' CA file and the SAN a client's certificate must
 	// hold (see tls.go).
 	grpcTLS grpcTLS
+	// check is a configuration to check and print, then exit (-check).
+	check string
 	// ignoreDotfiles and mergeDomains: how the configuration directory
 	// is read (config.LoadOption); startWithoutConfig serves with no
 	// domain while the configuration's path does not exist.
 	ignoreDotfiles, mergeDomains, startWithoutConfig bool
+	// healthyNeedsDomain keeps the probes not ready while no domain is
+	// configured.
+	healthyNeedsDomain bool
 	// countOverLimit, quotaMode, shadowMode: see service.Options.
 	countOverLimit, quotaMode, shadowMode bool
 	// ietfHeaders, limitHeaders and dynamicMetadata: what a gRPC answer
@@ -118,9 +123,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.grpcTLS.key, "grpc-tls-key", "", "gRPC over TLS: the private key file (PEM)")
 	fs.StringVar(&o.grpcTLS.clientCA, "grpc-client-ca", "", "gRPC mTLS: the CA file (PEM) a client's certificate must chain to; clients without one are refused")
 	fs.StringVar(&o.grpcTLS.clientSAN, "grpc-client-san", "", "gRPC mTLS: a subject alternative name (DNS or URI) a client's certificate must hold")
+	fs.StringVar(&o.check, "check", "", "check the configuration at this path (a file or directory, read as -config would be), print its rules and exit: 0 when it loads, 1 with the file, line and problem when not (envoyproxy/ratelimit's config_check_cmd)")
 	fs.BoolVar(&o.ignoreDotfiles, "ignore-dotfiles", false, "in a configuration directory, skip files and directories whose names start with a dot (RUNTIME_IGNOREDOTFILES)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "files configuring one domain merge into it instead of being refused (MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.startWithoutConfig, "start-without-config", false, "when -config does not exist, serve with no domain (every one unknown) and load it once it appears, as envoyproxy/ratelimit does")
+	fs.BoolVar(&o.healthyNeedsDomain, "healthy-needs-domain", false, "readiness (/readyz, /healthcheck, gRPC health) fails while the configuration in force has no domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	fs.BoolVar(&o.countOverLimit, "count-over-limit", false, "count every hit, a denied request's included, as envoyproxy/ratelimit does (false: a request a limit denies consumes nothing from any; started from envoyproxy/ratelimit's environment, its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT decides)")
 	fs.BoolVar(&o.quotaMode, "quota-mode", false, "every rule a quota pool: a request is over only when every pool it matches is spent (QUOTA_MODE)")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "answer OK to every request, each decided and counted as usual (SHADOW_MODE)")
@@ -162,6 +169,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, envErr
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	case o.check != "":
+		o.config = o.check
 	case o.config == "":
 		return o, fmt.Errorf("%w: -config is required (or RATELIMITD_CONFIG, or envoyproxy/ratelimit's RUNTIME_ROOT)", errUsage)
 	case o.instances < 1:

@@ -19,18 +19,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -62,6 +59,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	o, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if o.check != "" {
+		return check(o, os.Stdout)
 	}
 	log := newLogger(o, stderr)
 	routeClientLogs(log)
@@ -135,20 +135,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	gs := grpc.NewServer(gopts...)
 	rls := service.NewRLS(svc, o.rlsOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(gs, rls)
-	hs := health.NewServer() // "" (the server) is serving
-	// The service by its gRPC name, and by envoyproxy/ratelimit's ("ratelimit"),
-	// which probes configured for it ask.
-	for _, name := range []string{rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit"} {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-	}
-	healthpb.RegisterHealthServer(gs, hs)
-	var draining atomic.Bool
+	ready := newReadiness(svc, o.healthyNeedsDomain)
+	healthpb.RegisterHealthServer(gs, ready.grpc)
 	// Every HTTP connection ends: one that sends nothing, or too slowly,
 	// is closed after -http-timeout, an idle one after -http-idle-timeout,
 	// and at most -http-max-conns are open, so a client holding
 	// connections cannot take the file descriptors Envoy's gRPC
 	// connections need.
-	hsrv := &http.Server{Handler: routes(svc, rls, reg, &draining), ReadHeaderTimeout: o.httpTimeout,
+	hsrv := &http.Server{Handler: routes(svc, rls, reg, ready), ReadHeaderTimeout: o.httpTimeout,
 		ReadTimeout: o.httpTimeout, WriteTimeout: o.httpTimeout, IdleTimeout: o.httpIdle}
 	if o.httpConns > 0 {
 		httpLis = netutil.LimitListener(httpLis, o.httpConns)
@@ -160,11 +154,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var asrv *http.Server
 	adminAddr := ""
 	if adminLis != nil {
-		asrv = adminServer(reg, &draining)
+		asrv = adminServer(reg, ready, svc)
 		adminAddr = adminLis.Addr().String()
 		go func() { errs <- asrv.Serve(netutil.LimitListener(adminLis, adminConns)) }()
 	}
 	w := newWatcher(reg, o.config, o.loadOptions(), o.reload, o.settle, svc, log)
+	w.onApply = ready.update
 	if o.reload > 0 {
 		go w.run(ctx)
 	}
@@ -177,8 +172,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case <-ctx.Done():
 	case served = <-errs:
 	}
-	draining.Store(true) // /readyz 503, gRPC health NOT_SERVING
-	hs.Shutdown()
+	ready.drain() // /readyz 503, gRPC health NOT_SERVING
 	if served == nil && o.shutdownDelay > 0 {
 		// Still serving, so that the requests a load balancer sends until it
 		// sees readiness fail are answered, not refused.
@@ -265,18 +259,6 @@ const handshakeTimeout = 10 * time.Second
 // are few, and none of the public API's clients can reach it.
 const adminConns = 64
 
-// adminServer serves liveness, readiness and metrics on a listener of
-// their own: with -http's connections all held by slow clients, /healthz
-// there answered 0 of 18 probes within 1 s, and a prober would have
-// restarted a healthy pod.
-func adminServer(reg *prometheus.Registry, draining *atomic.Bool) *http.Server {
-	mux := http.NewServeMux()
-	probes(mux, draining)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
-}
-
 // recovered turns a panic in a handler into an Internal error and a log
 // line, as net/http does for its handlers: one bad request must not take
 // every other caller's answers down with the process.
@@ -290,36 +272,4 @@ func recovered(log *slog.Logger) grpc.UnaryServerInterceptor {
 		}()
 		return handler(ctx, req)
 	}
-}
-
-// routes is the HTTP API: /v1/allow, liveness, readiness and metrics.
-func routes(svc *service.Service, rls *service.RLS, reg *prometheus.Registry, draining *atomic.Bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/allow", svc.Allow)
-	probes(mux, draining)
-	mux.HandleFunc("/json", rls.JSON)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
-}
-
-// probes adds liveness and readiness to mux: ratelimitd's /healthz and
-// /readyz, and envoyproxy/ratelimit's probe, /healthcheck.
-func probes(mux *http.ServeMux, draining *atomic.Bool) {
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if draining.Load() {
-			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, _ *http.Request) {
-		if draining.Load() {
-			http.Error(w, "draining", http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprint(w, "OK")
-	})
 }

@@ -41,6 +41,8 @@ type watcher struct {
 	applied [sha256.Size]byte
 	// target is where the path's symbolic links lead, when it was made.
 	target string
+	// onApply, when set, is called after each configuration applied.
+	onApply func()
 }
 
 func newWatcher(reg prometheus.Registerer, path string, opts []config.LoadOption, interval, settle time.Duration, svc *service.Service, log *slog.Logger) *watcher {
@@ -117,6 +119,9 @@ func (w *watcher) load() {
 	}
 	w.reloads.WithLabelValues("applied").Inc()
 	w.lastReload.SetToCurrentTime()
+	if w.onApply != nil {
+		w.onApply()
+	}
 	w.log.Info("configuration reloaded", "config", w.path, "domains", cfg.Domains())
 }
 
