@@ -50,7 +50,7 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 	}
 	for env, flag := range map[string]string{"SHADOW_MODE": "shadow-mode", "QUOTA_MODE": "quota-mode", "RESPONSE_DYNAMIC_METADATA": "dynamic-metadata",
 		"RUNTIME_IGNOREDOTFILES": "ignore-dotfiles", "MERGE_DOMAIN_CONFIG": "merge-domains", "FORCE_START_WITHOUT_INITIAL_CONFIG": "start-without-config",
-		"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "healthy-needs-domain"} {
+		"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "healthy-needs-domain", "NEAR_LIMIT_RATIO": "near-limit-ratio"} {
 		if has(env) {
 			flags[flag] = getenv(env)
 		}
@@ -107,7 +107,7 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 	}
 	for _, k := range []string{"USE_STATSD", "USE_DOG_STATSD", "USE_PROMETHEUS"} {
 		if strings.EqualFold(getenv(k), "true") {
-			notes = append(notes, k+": ignored; metrics are Prometheus on -http's /metrics")
+			notes = append(notes, k+": ignored; metrics are Prometheus on /metrics, envoyproxy/ratelimit's names included")
 		}
 	}
 	for _, k := range ignoredEnvoyVars {
@@ -180,7 +180,7 @@ var ignoredEnvoyVars = []string{
 	"PROTO",
 	"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
 	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	"RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO",
+	"RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS",
 	"CACHE_KEY_PREFIX",
 	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "MEMCACHE_HOST_PORT",
 	"MEMCACHE_SRV", "TRACING_ENABLED",

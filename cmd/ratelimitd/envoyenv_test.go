@@ -36,7 +36,8 @@ func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
 	assert.Equal(t, "0.0.0.0:8081", o.grpcAddr)
 	assert.True(t, o.logJSON)
 	assert.Equal(t, "DEBUG", o.logLevel.String())
-	assert.Len(t, o.envNotes, 2, "USE_STATSD and NEAR_LIMIT_RATIO: %v", o.envNotes)
+	assert.Len(t, o.envNotes, 1, "USE_STATSD: %v", o.envNotes)
+	assert.Equal(t, 0.9, o.nearLimitRatio)
 
 	assert.True(t, o.countOverLimit, "started from its environment, every hit counts, as its default")
 	assert.False(t, o.shadowMode || o.quotaMode || o.dynamicMetadata || o.ietfHeaders)

@@ -70,6 +70,9 @@ type options struct {
 	// is read (config.LoadOption); startWithoutConfig serves with no
 	// domain while the configuration's path does not exist.
 	ignoreDotfiles, mergeDomains, startWithoutConfig bool
+	// nearLimitRatio is where envoyproxy/ratelimit's near_limit counts
+	// from, a share of the limit.
+	nearLimitRatio float64
 	// healthyNeedsDomain keeps the probes not ready while no domain is
 	// configured.
 	healthyNeedsDomain bool
@@ -127,6 +130,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.ignoreDotfiles, "ignore-dotfiles", false, "in a configuration directory, skip files and directories whose names start with a dot (RUNTIME_IGNOREDOTFILES)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "files configuring one domain merge into it instead of being refused (MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.startWithoutConfig, "start-without-config", false, "when -config does not exist, serve with no domain (every one unknown) and load it once it appears, as envoyproxy/ratelimit does")
+	fs.Float64Var(&o.nearLimitRatio, "near-limit-ratio", 0.8, "the share of a limit from which ratelimit_service_rate_limit_near_limit counts hits (NEAR_LIMIT_RATIO)")
 	fs.BoolVar(&o.healthyNeedsDomain, "healthy-needs-domain", false, "readiness (/readyz, /healthcheck, gRPC health) fails while the configuration in force has no domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	fs.BoolVar(&o.countOverLimit, "count-over-limit", false, "count every hit, a denied request's included, as envoyproxy/ratelimit does (false: a request a limit denies consumes nothing from any; started from envoyproxy/ratelimit's environment, its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT decides)")
 	fs.BoolVar(&o.quotaMode, "quota-mode", false, "every rule a quota pool: a request is over only when every pool it matches is spent (QUOTA_MODE)")
@@ -185,6 +189,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -grpc-client-ca and -grpc-client-san need -grpc-tls-cert and -grpc-tls-key", errUsage)
 	case o.grpcTLS.clientSAN != "" && o.grpcTLS.clientCA == "":
 		return o, fmt.Errorf("%w: -grpc-client-san needs -grpc-client-ca", errUsage)
+	case o.nearLimitRatio < 0 || o.nearLimitRatio > 1:
+		return o, fmt.Errorf("%w: -near-limit-ratio %v: from 0 to 1", errUsage, o.nearLimitRatio)
 	case o.maxKeys < 1:
 		return o, fmt.Errorf("%w: -max-keys must be at least 1", errUsage)
 	case o.detailedValues < 1:

@@ -93,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	detailed := newDetailedMetrics(reg, o.detailedValues)
+	upstream := newUpstreamMetrics(reg, o.nearLimitRatio)
 	unknown := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ratelimitd_unknown_domain_requests_total",
 		Help: "Requests for a domain the configuration lacks, answered OK (-unknown-domain ok).",
@@ -102,6 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Limiter:        []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
 		Limits:         service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
 		Detailed:       detailed.observe,
+		Decided:        upstream.observe,
 		StrictDomains:  o.strictDomains,
 		UnknownDomain:  func(string) { unknown.Inc() },
 		CountOverLimit: o.countOverLimit,

@@ -93,12 +93,35 @@ func integrationSuite(t *testing.T, d *daemon, stop bool) {
 		return false
 	}
 	fresh := func() string { return fmt.Sprint(rand.Int64()) }
+	// tally counts, per rule (domain and key), the hits, and those answered
+	// within and over the limit: what upstream's counters must say.
+	type counts struct{ total, within, over float64 }
+	tally := map[[2]string]*counts{}
+	ask := func(domain string, descriptors ...[]string) (*rlsv3.RateLimitResponse, error) {
+		res, err := d.ask(ctx, domain, descriptors...)
+		for i, st := range res.GetStatuses() {
+			if st.GetCurrentLimit() == nil {
+				continue
+			}
+			k := [2]string{domain, descriptors[i][0]}
+			if tally[k] == nil {
+				tally[k] = &counts{}
+			}
+			tally[k].total++
+			if st.GetCode() == over {
+				tally[k].over++
+			} else {
+				tally[k].within++
+			}
+		}
+		return res, err
+	}
 
 	res, err := d.ask(ctx, "foo", []string{"hello", "world"})
 	require.NoError(t, err)
 	check(res, ok, []want{{ok, 0, 0, 0}}, "an unknown domain")
 
-	res, err = d.ask(ctx, "basic", []string{"key1", fresh()})
+	res, err = ask("basic", []string{"key1", fresh()})
 	require.NoError(t, err)
 	check(res, ok, []want{{ok, 50, rlsv3.RateLimitResponse_RateLimit_SECOND, 49}}, "basic key1")
 
@@ -106,7 +129,7 @@ func integrationSuite(t *testing.T, d *daemon, stop bool) {
 		require.Less(t, attempt, 3, "a minute turned during every attempt")
 		key, last, turned := fresh(), make([]time.Duration, 1), false
 		for i := 0; i < 25 && !turned; i++ {
-			res, err := d.ask(ctx, "another", []string{"key2", key})
+			res, err := ask("another", []string{"key2", key})
 			require.NoError(t, err)
 			if turned = rolled(last, res); turned {
 				break
@@ -126,7 +149,7 @@ func integrationSuite(t *testing.T, d *daemon, stop bool) {
 		require.Less(t, attempt, 3, "a window turned during every attempt")
 		key, last, turned := fresh(), make([]time.Duration, 2), false
 		for i := 0; i < 15 && !turned; i++ {
-			res, err := d.ask(ctx, "another", []string{"key2", key}, []string{"key3", key})
+			res, err := ask("another", []string{"key2", key}, []string{"key3", key})
 			require.NoError(t, err)
 			if turned = rolled(last, res); turned {
 				break
@@ -149,10 +172,19 @@ func integrationSuite(t *testing.T, d *daemon, stop bool) {
 	}
 
 	key := fresh()
-	first, err := d.ask(ctx, "another", []string{"key4", key})
+	first, err := ask("another", []string{"key4", key})
 	require.NoError(t, err)
 	time.Sleep(2 * time.Second)
-	second, err := d.ask(ctx, "another", []string{"key4", key})
+	second, err := ask("another", []string{"key4", key})
 	require.NoError(t, err)
 	assert.Less(t, second.GetStatuses()[0].GetDurationUntilReset().GetSeconds(), first.GetStatuses()[0].GetDurationUntilReset().GetSeconds())
+
+	// Its counters, under its Prometheus names: hits of one each.
+	for k, c := range tally {
+		series := fmt.Sprintf(`{domain=%q,key1=%q,key2=""}`, k[0], k[1])
+		assert.Equal(t, c.total, d.metric(t, "ratelimit_service_rate_limit_total_hits"+series), "%v", k)
+		assert.Equal(t, c.over, d.metric(t, "ratelimit_service_rate_limit_over_limit"+series), "%v", k)
+		assert.Equal(t, c.within, d.metric(t, "ratelimit_service_rate_limit_within_limit"+series), "%v", k)
+	}
+	assert.Equal(t, 5.0, tally[[2]string{"another", "key3"}].over, "key3 denied 5 of its 15")
 }

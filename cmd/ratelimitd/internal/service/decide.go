@@ -47,7 +47,7 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 				return err
 			}
 			st := &res.Statuses[c.index]
-			st.Decision, st.Shadowed = d, !d.Allowed
+			st.Decision, st.Shadowed, st.Counted = d, !d.Allowed, d.Allowed
 		case s.quota(c.rule):
 			pools = append(pools, c)
 		default:
@@ -86,6 +86,7 @@ func use(ctx context.Context, c check, res *Result) error {
 	}
 	st := &res.Statuses[c.index]
 	st.Decision, st.OverLimit, st.Shadowed = d, over && !c.rule.Shadow, over && c.rule.Shadow
+	st.Counted = c.limiter != nil && c.cost > 0 // charged whatever the quota
 	return nil
 }
 

@@ -106,7 +106,7 @@ func peekEach(ctx context.Context, checks []check, res *Result) error {
 
 func setDecision(res *Result, c check, d ratelimit.Decision) {
 	st := &res.Statuses[c.index]
-	st.Decision, st.OverLimit = d, !d.Allowed
+	st.Decision, st.OverLimit, st.Counted = d, !d.Allowed, d.Allowed
 }
 
 // takeOne decides one check, answering a request no quota can admit (a

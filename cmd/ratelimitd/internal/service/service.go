@@ -80,6 +80,10 @@ type Status struct {
 	Decision ratelimit.Decision
 	// Name is the rule's name in headers.
 	Name string
+	// Hits is what the request counts for under the rule (its cost), and
+	// Counted whether the store recorded them (an admission, a charge).
+	Hits    int
+	Counted bool
 }
 
 // Asked reports whether the descriptor was decided: not when no rule
@@ -92,6 +96,7 @@ type Service struct {
 	store    backend.Store
 	opts     []ratelimit.Option
 	detailed func(Detail)
+	decided  func(Detail)
 	rules    atomic.Pointer[ruleSet]
 	prefix   string
 	limits   Limits
@@ -128,6 +133,9 @@ type Options struct {
 	// Detailed, when set, is called with every decision of a rule marked
 	// detailed_metric (or value_to_metric): metrics per descriptor value.
 	Detailed func(Detail)
+	// Decided, when set, is called with every decision of every rule
+	// (Detail.Descriptor is empty but for detailed rules).
+	Decided func(Detail)
 	// Limits bound each request's work; zero fields take the defaults.
 	Limits Limits
 	// StrictDomains makes a request for a domain the configuration does
@@ -178,7 +186,7 @@ func New(store backend.Store, cfg *config.Config, o Options) (*Service, error) {
 	if o.Limits.Entries == 0 {
 		o.Limits.Entries = DefaultMaxEntries
 	}
-	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, prefix: Prefix, limits: o.Limits,
+	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, decided: o.Decided, prefix: Prefix, limits: o.Limits,
 		strict: o.StrictDomains, unknown: o.UnknownDomain,
 		countAll: o.CountOverLimit, quotaMode: o.QuotaMode, shadowMode: o.ShadowMode}
 	rs, err := s.newRuleSet(cfg)
@@ -248,7 +256,7 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 		if c.rule == nil {
 			continue
 		}
-		st.Name = nameOf(c.rule)
+		st.Name, st.Hits = nameOf(c.rule), c.cost
 		replaced = append(replaced, c.rule.Replaces...)
 		if !c.rule.Unlimited {
 			checks = append(checks, c)
@@ -261,16 +269,23 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 	if res.OverLimit && s.shadowMode {
 		res.OverLimit, res.Shadowed = false, true
 	}
-	if s.detailed != nil {
+	if s.detailed != nil || s.decided != nil {
 		s.report(req, res)
 	}
 	return res, nil
 }
 
-// report calls the Detailed hook for the decided statuses of detailed rules.
+// report calls the hooks for the decided statuses: Decided for every one,
+// Detailed for those of detailed rules.
 func (s *Service) report(req Request, res Result) {
 	for i, st := range res.Statuses {
-		if st.Rule == nil || !st.Rule.Detailed || !st.Asked() {
+		if st.Rule == nil || st.Rule.Unlimited || !st.Asked() && !st.Rule.DeniesAll() {
+			continue
+		}
+		if !st.Rule.Detailed || s.detailed == nil {
+			if s.decided != nil {
+				s.decided(Detail{Rule: st.Rule.FullKey, Status: st})
+			}
 			continue
 		}
 		var b strings.Builder
@@ -283,7 +298,13 @@ func (s *Service) report(req Request, res Result) {
 				b.WriteString(e.Value)
 			}
 		}
-		s.detailed(Detail{Rule: st.Rule.FullKey, Descriptor: b.String(), Status: st})
+		d := Detail{Rule: st.Rule.FullKey, Descriptor: b.String(), Status: st}
+		if st.Asked() {
+			s.detailed(d)
+		}
+		if s.decided != nil {
+			s.decided(d)
+		}
 	}
 }
 
