@@ -12,6 +12,8 @@
 //	      algorithm: sliding      # extension: fixed (the default), sliding, counter, gcra
 //	      window: 90s             # extension: any window instead of a unit
 //	      burst: 20               # extension: gcra's burst (default requests_per_unit)
+//	      also:                   # extension: more limits on the same descriptor, all decided together
+//	        - {unit: day, requests_per_unit: 10000}
 //
 // A Config is immutable once loaded: a reload builds a new one, so a request
 // decides entirely under the Config it started with.
@@ -67,7 +69,7 @@ var envoyKeys = map[string]bool{
 }
 
 // extensionKeys are this service's own, valid only inside a rate_limit.
-var extensionKeys = map[string]bool{"algorithm": true, "window": true, "burst": true}
+var extensionKeys = map[string]bool{"algorithm": true, "window": true, "burst": true, "also": true}
 
 // checkKeys rejects an unknown key, naming its line, as envoyproxy/ratelimit
 // rejects one (a misspelt key silently ignored would be a limit not applied).
@@ -94,7 +96,7 @@ func checkKeys(file string, n *yaml.Node, inRateLimit bool) error {
 			if k.Value == "metadata" {
 				continue // free-form: what it holds is checked as it is read (see metadata)
 			}
-			if err := checkKeys(file, v, k.Value == "rate_limit"); err != nil {
+			if err := checkKeys(file, v, k.Value == "rate_limit" || inRateLimit && k.Value == "also"); err != nil {
 				return err
 			}
 		}
@@ -165,10 +167,11 @@ type yamlRateLimit struct {
 	Replaces        []struct {
 		Name string `yaml:"name"`
 	} `yaml:"replaces"`
-	Algorithm string `yaml:"algorithm"`
-	Window    string `yaml:"window"`
-	Burst     uint32 `yaml:"burst"`
-	Line      int    `yaml:"-"`
+	Algorithm string          `yaml:"algorithm"`
+	Window    string          `yaml:"window"`
+	Burst     uint32          `yaml:"burst"`
+	Also      []yamlRateLimit `yaml:"also"`
+	Line      int             `yaml:"-"`
 }
 
 // UnmarshalYAML records where a descriptor starts.

@@ -16,6 +16,7 @@ func (c *Config) Rules() []*Rule {
 	walk = func(n *node) {
 		if n.rule != nil {
 			rules = append(rules, n.rule)
+			rules = append(rules, n.rule.Also...)
 		}
 		for _, child := range n.children {
 			walk(child)

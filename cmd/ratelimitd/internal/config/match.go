@@ -115,6 +115,9 @@ func (b *builder) fill(n *node, path string, ds []yamlDescriptor) error {
 				return err
 			}
 			child.rule.Metadata = meta
+			for _, a := range child.rule.Also {
+				a.Metadata = meta
+			}
 		}
 		if d.ShareThreshold {
 			child.share = d.Value

@@ -97,6 +97,10 @@ type Rule struct {
 	// (every request over the limit, as in envoyproxy/ratelimit) or the
 	// rule is unlimited.
 	Policy ratelimit.Policy
+	// Also are the rule's further limits (the also extension), each a Rule
+	// of its own limit and the rest of this one's, FullKey "...#1" on: a
+	// request must pass every one, decided together.
+	Also []*Rule
 	// Metadata is the descriptor's metadata, which a response that this
 	// rule does not deny carries in its dynamic metadata (envoyproxy/ratelimit's
 	// RESPONSE_DYNAMIC_METADATA); nil when it has none. Read only.
@@ -133,7 +137,7 @@ func (b *builder) rule(fullKey string, d *yamlDescriptor) (*Rule, error) {
 	r := &Rule{
 		FullKey: fullKey, Name: y.Name, Unlimited: y.Unlimited,
 		Shadow: d.ShadowMode, Quota: d.QuotaMode, Detailed: d.DetailedMetric || d.ValueToMetric,
-		RequestsPerUnit: y.RequestsPerUnit, File: b.file, Line: y.Line,
+		File: b.file, Line: y.Line,
 	}
 	for _, rep := range y.Replaces {
 		switch rep.Name {
@@ -144,40 +148,61 @@ func (b *builder) rule(fullKey string, d *yamlDescriptor) (*Rule, error) {
 		}
 		r.Replaces = append(r.Replaces, rep.Name)
 	}
-	unit, known := unitNames[strings.ToLower(y.Unit)]
 	if r.Unlimited {
-		if known || y.Window != "" || y.Algorithm != "" || y.Burst != 0 {
-			return nil, invalid(b.file, y.Line, "an unlimited rule has no unit, window, algorithm or burst")
+		if y.Unit != "" || y.Window != "" || y.Algorithm != "" || y.Burst != 0 || len(y.Also) > 0 {
+			return nil, invalid(b.file, y.Line, "an unlimited rule has no unit, window, algorithm, burst or also")
 		}
 		return r, nil
 	}
+	if err := b.limit(r, y); err != nil {
+		return nil, err
+	}
+	for i := range y.Also {
+		a := &y.Also[i]
+		if a.Unlimited || a.Name != "" || len(a.Replaces) > 0 || len(a.Also) > 0 {
+			return nil, invalid(b.file, a.Line, "an also limit has a unit or window, requests_per_unit, algorithm and burst only")
+		}
+		also := &Rule{FullKey: fmt.Sprintf("%s#%d", fullKey, i+1), Name: r.Name, Replaces: r.Replaces,
+			Shadow: r.Shadow, Quota: r.Quota, Detailed: r.Detailed, File: b.file, Line: a.Line}
+		if err := b.limit(also, a); err != nil {
+			return nil, err
+		}
+		r.Also = append(r.Also, also)
+	}
+	return r, nil
+}
+
+// limit compiles y's limit into r: its unit or window, requests_per_unit,
+// algorithm and burst.
+func (b *builder) limit(r *Rule, y *yamlRateLimit) error {
+	unit, known := unitNames[strings.ToLower(y.Unit)]
 	if y.Unit != "" && !known {
-		return nil, invalid(b.file, y.Line, fmt.Sprintf("invalid rate limit unit %q", y.Unit))
+		return invalid(b.file, y.Line, fmt.Sprintf("invalid rate limit unit %q", y.Unit))
 	}
 	window := unit.Duration()
 	if y.Window != "" {
 		w, err := time.ParseDuration(y.Window)
 		if err != nil {
-			return nil, invalid(b.file, y.Line, fmt.Sprintf("window %q: %v", y.Window, err))
+			return invalid(b.file, y.Line, fmt.Sprintf("window %q: %v", y.Window, err))
 		}
 		if y.Unit != "" && w != window {
-			return nil, invalid(b.file, y.Line, fmt.Sprintf("unit %s and window %s disagree: give one", y.Unit, y.Window))
+			return invalid(b.file, y.Line, fmt.Sprintf("unit %s and window %s disagree: give one", y.Unit, y.Window))
 		}
 		window, unit = w, UnitOf(w)
 	}
 	if window == 0 {
-		return nil, invalid(b.file, y.Line, "a rate_limit needs a unit (or a window)")
+		return invalid(b.file, y.Line, "a rate_limit needs a unit (or a window)")
 	}
-	r.Unit, r.Window = unit, window
+	r.Unit, r.Window, r.RequestsPerUnit = unit, window, y.RequestsPerUnit
 	alg, ok := algorithms[strings.ToLower(y.Algorithm)]
 	if !ok {
-		return nil, invalid(b.file, y.Line, fmt.Sprintf("unknown algorithm %q: fixed, sliding, counter or gcra", y.Algorithm))
+		return invalid(b.file, y.Line, fmt.Sprintf("unknown algorithm %q: fixed, sliding, counter or gcra", y.Algorithm))
 	}
 	if y.Burst != 0 && alg != ratelimit.GCRA {
-		return nil, invalid(b.file, y.Line, "burst applies to algorithm gcra only")
+		return invalid(b.file, y.Line, "burst applies to algorithm gcra only")
 	}
 	if r.RequestsPerUnit == 0 {
-		return r, nil // denies every request, without a store
+		return nil // denies every request, without a store
 	}
 	r.Policy = ratelimit.NewPolicy(alg, int(r.RequestsPerUnit), window)
 	if alg == ratelimit.GCRA {
@@ -188,7 +213,7 @@ func (b *builder) rule(fullKey string, d *yamlDescriptor) (*Rule, error) {
 		r.Policy = ratelimit.TokenBucket(int(r.RequestsPerUnit), window, burst)
 	}
 	if err := r.Policy.Validate(); err != nil {
-		return nil, invalid(b.file, y.Line, err.Error())
+		return invalid(b.file, y.Line, err.Error())
 	}
-	return r, nil
+	return nil
 }

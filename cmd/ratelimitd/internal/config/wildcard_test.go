@@ -110,3 +110,39 @@ func TestAYearIsAFixedWindowsUnit(t *testing.T) {
 	require.NoError(t, err, "a request's yearly override")
 	assert.Equal(t, 365*24*time.Hour, o.Policy.Window)
 }
+
+// also: several limits on one descriptor (10 a second and 1,000 a day),
+// each a rule of its own limit and the rest of its parent's.
+func TestAlsoGivesADescriptorSeveralLimits(t *testing.T) {
+	c, err := Parse("a.yaml", []byte(`domain: d
+descriptors:
+  - key: user
+    shadow_mode: true
+    rate_limit:
+      name: per-user
+      unit: second
+      requests_per_unit: 10
+      also:
+        - {unit: day, requests_per_unit: 1000}
+        - {window: 90s, requests_per_unit: 50, algorithm: sliding}
+`))
+	require.NoError(t, err)
+	r, _ := c.Match("d", []Entry{{Key: "user", Value: "u"}})
+	require.NotNil(t, r)
+	require.Len(t, r.Also, 2)
+	assert.Equal(t, "d.user#1", r.Also[0].FullKey)
+	assert.Equal(t, [3]any{uint32(1000), Day, "per-user"}, [3]any{r.Also[0].RequestsPerUnit, r.Also[0].Unit, r.Also[0].Name})
+	assert.True(t, r.Also[1].Shadow, "the parent's modes")
+	assert.Equal(t, 90*time.Second, r.Also[1].Policy.Window)
+	assert.Len(t, c.Rules(), 3)
+
+	for _, bad := range []string{
+		"domain: d\ndescriptors:\n  - key: k\n    also: [{unit: day, requests_per_unit: 1}]\n",
+		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, also: [{unit: fortnight, requests_per_unit: 1}]}\n",
+		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, also: [{unit: day, requests_per_unit: 1}]}\n",
+		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, also: [{unit: day, requests_per_unit: 1, name: x}]}\n",
+	} {
+		_, err := Parse("a.yaml", []byte(bad))
+		assert.ErrorIs(t, err, ErrInvalid, bad)
+	}
+}

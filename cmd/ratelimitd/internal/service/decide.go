@@ -46,8 +46,7 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 			if err != nil {
 				return err
 			}
-			st := &res.Statuses[c.index]
-			st.Decision, st.Shadowed, st.Counted = d, !d.Allowed, d.Allowed
+			record(res, c, d, false, !d.Allowed, d.Allowed)
 		case s.quota(c.rule):
 			pools = append(pools, c)
 		default:
@@ -84,10 +83,24 @@ func use(ctx context.Context, c check, res *Result) error {
 	if err != nil {
 		return err
 	}
-	st := &res.Statuses[c.index]
-	st.Decision, st.OverLimit, st.Shadowed = d, over && !c.rule.Shadow, over && c.rule.Shadow
-	st.Counted = c.limiter != nil && c.cost > 0 // charged whatever the quota
+	// Charged whatever the quota: counted unless a check or a rule of 0.
+	record(res, c, d, over && !c.rule.Shadow, over && c.rule.Shadow, c.limiter != nil && c.cost > 0)
 	return nil
+}
+
+// record puts check c's decision into its descriptor's status. A
+// descriptor of several limits (a rule's also) keeps the one that binds:
+// the one over its limit, else the one with the least remaining; its rule
+// is the status's, so the answer names the limit that decided.
+func record(res *Result, c check, d ratelimit.Decision, over, shadowed, counted bool) {
+	st := &res.Statuses[c.index]
+	if st.Asked() {
+		was := st.OverLimit || st.Shadowed
+		if now := over || shadowed; now != was && !now || now == was && d.Remaining >= st.Decision.Remaining {
+			return
+		}
+	}
+	st.Rule, st.Decision, st.OverLimit, st.Shadowed, st.Counted = c.rule, d, over, shadowed, counted
 }
 
 // quota reports whether r is a quota pool: its own quota_mode, or every

@@ -70,10 +70,11 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 	}
 	var unasked []check
 	for i, c := range enforced {
-		setDecision(res, c, md.Decisions[i])
-		if !md.Allowed && !res.Statuses[c.index].Asked() {
+		if !md.Allowed && md.Decisions[i].At.IsZero() {
 			unasked = append(unasked, c) // another denied first (a near cache answered it alone)
+			continue
 		}
+		setDecision(res, c, md.Decisions[i])
 	}
 	if !md.Allowed {
 		return nil, peekEach(ctx, unasked, res)
@@ -90,23 +91,27 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 // run at once, each its own round trip.
 func peekEach(ctx context.Context, checks []check, res *Result) error {
 	errs := make([]error, len(checks))
+	ds := make([]ratelimit.Decision, len(checks))
 	var wg sync.WaitGroup
 	for i, c := range checks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := c.limiter.Peek(ctx, c.key)
-			st := &res.Statuses[c.index] // each goroutine its own status
-			st.Decision, st.OverLimit, errs[i] = d, err == nil && d.Remaining < c.cost, err
+			ds[i], errs[i] = c.limiter.Peek(ctx, c.key) // each goroutine its own slot
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, c := range checks {
+		record(res, c, ds[i], ds[i].Remaining < c.cost, false, false)
+	}
+	return nil
 }
 
 func setDecision(res *Result, c check, d ratelimit.Decision) {
-	st := &res.Statuses[c.index]
-	st.Decision, st.OverLimit, st.Counted = d, !d.Allowed, d.Allowed
+	record(res, c, d, !d.Allowed, false, d.Allowed)
 }
 
 // takeOne decides one check, answering a request no quota can admit (a
@@ -142,8 +147,7 @@ func peekAll(ctx context.Context, checks []check, deny int, res *Result) error {
 		if err != nil {
 			return err
 		}
-		res.Statuses[c.index].Decision = d
-		res.Statuses[c.index].OverLimit = i == deny
+		record(res, c, d, i == deny, false, false)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -141,4 +142,45 @@ func TestCountingEveryHitKeepsDenyingAfterAnExpensiveDenial(t *testing.T) {
 		light := Request{Domain: "api", Cost: 1, Descriptors: []Descriptor{desc("key3", "h")}}
 		assert.Equal(t, countAll, decide(t, svc, light).OverLimit, "count %v", countAll)
 	}
+}
+
+// also: a descriptor limited 3 a minute and 5 an hour is decided under
+// both, together with the request's other descriptors: the answer names
+// the limit that binds, and a denial by either consumes neither.
+func TestSeveralLimitsOnOneDescriptorAreDecidedTogether(t *testing.T) {
+	cfg, err := config.Parse("also.yaml", []byte(`domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+      also:
+        - {unit: hour, requests_per_unit: 5}
+  - key: site
+    rate_limit: {unit: hour, requests_per_unit: 100}
+`))
+	require.NoError(t, err)
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	clk := newClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	svc, err := New(m, cfg, Options{Limiter: []ratelimit.Option{ratelimit.WithCallerClock(clk.Now)}})
+	require.NoError(t, err)
+	r := req(desc("user", "u"), desc("site", "s"))
+	var got []string
+	for minute := 0; minute < 3; minute++ {
+		for i := 0; i < 3; i++ {
+			res := decide(t, svc, r)
+			st := res.Statuses[0]
+			got = append(got, fmt.Sprintf("%v:%d/%d", res.OverLimit, st.Decision.Remaining, st.Rule.RequestsPerUnit))
+		}
+		clk.Add(time.Minute)
+	}
+	assert.Equal(t, []string{
+		"false:2/3", "false:1/3", "false:0/3", // the minute binds: 2 left of 3 beside 4 of 5
+		"false:1/5", "false:0/5", "true:0/5", // then the hour
+		"true:0/5", "true:0/5", "true:0/5",
+	}, got)
+	site := decide(t, svc, req(desc("site", "s"))).Statuses[0].Decision.Remaining
+	assert.Equal(t, 100-5-1, site, "the 4 denied requests consumed nothing from site")
 }

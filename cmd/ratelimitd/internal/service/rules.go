@@ -124,6 +124,29 @@ func (rs *ruleSet) match(req Request, i int, d Descriptor) (check, error) {
 	return c, err
 }
 
+// also are the checks of c's rule's further limits (config.Rule.Also), on
+// the same descriptor: each its own Limiter and key (c's, "|#n" after), so
+// that no two limits share a counter.
+func (rs *ruleSet) also(c check) ([]check, error) {
+	if len(c.rule.Also) == 0 {
+		return nil, nil
+	}
+	more := make([]check, len(c.rule.Also))
+	for i, a := range c.rule.Also {
+		m := c
+		m.rule, m.limiter, m.key = a, nil, c.key+"|#"+strconv.Itoa(i+1)
+		if !a.DeniesAll() {
+			l, err := rs.limiter(a)
+			if err != nil {
+				return nil, err
+			}
+			m.limiter = l
+		}
+		more[i] = m
+	}
+	return more, nil
+}
+
 // override is the rule of a request-supplied limit.
 func (rs *ruleSet) override(o Override) (overridden, error) {
 	k := overrideKey{o.RequestsPerUnit, o.Unit}

@@ -260,6 +260,11 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 		replaced = append(replaced, c.rule.Replaces...)
 		if !c.rule.Unlimited {
 			checks = append(checks, c)
+			more, err := rs.also(c)
+			if err != nil {
+				return Result{}, err
+			}
+			checks = append(checks, more...)
 		}
 	}
 	checks = withoutReplaced(checks, replaced, res.Statuses)
