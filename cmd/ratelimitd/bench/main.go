@@ -5,6 +5,7 @@
 // a request), then ratelimitd with the sliding log and GCRA on that load.
 //
 //	cd cmd/ratelimitd/bench && GOWORK=off go run . [-duration 3s] [-rounds 3] [-descriptors 3]
+//	cd cmd/ratelimitd/bench && GOWORK=off go run . -diff [-peer BINARY]   # every answer beside the peer's (diff.go)
 //
 // This module stays out of go.work: envoyproxy/ratelimit's dependency graph
 // (and the Go version it asks for) must not reach the library's workspace.
@@ -41,7 +42,17 @@ func main() {
 	values := flag.Int("values", 1000, "descriptor values cycled over")
 	limit := flag.Int("limit", 10, "requests per hour per value: every value is asked more often, so both admit exactly limit*values")
 	redisAddr := flag.String("redis", "", "an existing redis-server (default: start one on a free port)")
+	diff := flag.Bool("diff", false, "instead, the differential run: both services on envoyproxy/ratelimit's own configurations, every answer compared (see diff.go)")
+	peer := flag.String("peer", "", "envoyproxy/ratelimit's binary to run (default: built at the version go.mod pins), e.g. one built from its master")
+	ours := flag.String("ours", "", "with -diff, ratelimitd's binary to run (default: built from this repository), e.g. an earlier one's")
 	flag.Parse()
+	if *diff {
+		if err := differential(*peer, *ours); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *descriptors < 1 || *descriptors > 16 {
 		fmt.Fprintln(os.Stderr, "bench: -descriptors: want 1 to 16")
 		os.Exit(2)
@@ -93,6 +104,27 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 	}
 	report(services, results, limit*values)
 	return nil
+}
+
+// differential builds the services (peer and ours, when given, are
+// binaries to run instead) and runs the differential (diff.go).
+func differential(peer, ours string) error {
+	dir, err := os.MkdirTemp("", "ratelimitd-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bins, err := build(dir)
+	if err != nil {
+		return err
+	}
+	if peer != "" {
+		bins["envoy"] = peer
+	}
+	if ours != "" {
+		bins["ratelimitd"] = ours
+	}
+	return runDiff(bins, filepath.Join("..", "testdata", "upstream"))
 }
 
 // build compiles both services: ratelimitd from this repository, the peer

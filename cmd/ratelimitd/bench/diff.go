@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"gopkg.in/yaml.v2"
+
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
+)
+
+// The differential run (-diff): ratelimitd and envoyproxy/ratelimit (-peer,
+// a binary such as one built from its master; by default the version
+// go.mod pins), each on its own redis-server, started from the same
+// environment on the same configuration, asked the same requests in the
+// same order. The configurations are envoyproxy/ratelimit's own
+// (testdata/upstream: its examples, its integration runtime, each of its
+// test files it accepts); the requests are made from their trees: every
+// rule asked past its limit (wildcards with a matching value and one that
+// does not match), then pairs of rules in one request, then hits: a
+// request's hits_addend, a descriptor's own of 0 (a check) and one past the
+// limit. Every answer is compared: the overall code, each descriptor's code,
+// limit, remaining, reset (within 1 s) and the dynamic metadata's
+// "metadata". A difference where the two answers' resets are more than 1 s
+// apart is a window that turned between them, counted apart.
+
+// diffSets are the configurations, each a directory of files loaded at once.
+func diffSets(upstream string) ([][]string, error) {
+	sets := [][]string{
+		{filepath.Join(upstream, "examples-config", "config.yaml"), filepath.Join(upstream, "examples-config", "example.yaml")},
+		{filepath.Join(upstream, "integration-config", "another.yaml"), filepath.Join(upstream, "integration-config", "basic.yaml"), filepath.Join(upstream, "integration-config", "share_threshold.yaml")},
+	}
+	good := []string{"basic_config.yaml", "metadata.yaml", "shadowmode_config.yaml", "share_threshold.yaml", "wildcard.yaml", "merge_domain_key1.yaml"}
+	for _, f := range good {
+		sets = append(sets, []string{filepath.Join(upstream, "test-config", f)})
+	}
+	for _, set := range sets {
+		for _, f := range set {
+			if _, err := os.Stat(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sets, nil
+}
+
+// diffRule is a rule of a configuration: its domain, the entries that
+// reach it, and its limit.
+type diffRule struct {
+	domain  string
+	entries [][2]string
+	limit   int
+	other   [][2]string // entries that a wildcard does not match, or nil
+}
+
+// rulesOf walks a configuration file's tree.
+func rulesOf(path string) ([]diffRule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var root struct {
+		Domain      string
+		Descriptors []diffDescriptor
+	}
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	var out []diffRule
+	var walk func(prefix [][2]string, ds []diffDescriptor)
+	walk = func(prefix [][2]string, ds []diffDescriptor) {
+		for _, d := range ds {
+			value, other := d.Value, ""
+			switch {
+			case value == "":
+				value = "v1"
+			case strings.Contains(value, "*"):
+				value, other = strings.ReplaceAll(value, "*", "x"), "nomatch"+strings.ReplaceAll(value, "*", "")
+			}
+			entries := append(append([][2]string{}, prefix...), [2]string{d.Key, value})
+			if d.RateLimit != nil {
+				r := diffRule{domain: root.Domain, entries: entries, limit: d.RateLimit.RequestsPerUnit}
+				if other != "" {
+					r.other = append(append([][2]string{}, prefix...), [2]string{d.Key, other})
+				}
+				out = append(out, r)
+			}
+			walk(entries, d.Descriptors)
+		}
+	}
+	walk(nil, root.Descriptors)
+	return out, nil
+}
+
+type diffDescriptor struct {
+	Key, Value string
+	RateLimit  *struct {
+		RequestsPerUnit int `yaml:"requests_per_unit"`
+	} `yaml:"rate_limit"`
+	Descriptors []diffDescriptor
+}
+
+// requestsOf are the requests of a set's rules, in order.
+func requestsOf(rules []diffRule) []*rlsv3.RateLimitRequest {
+	desc := func(entries [][2]string) *rlv3.RateLimitDescriptor {
+		d := &rlv3.RateLimitDescriptor{}
+		for _, e := range entries {
+			d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
+		}
+		return d
+	}
+	var out []*rlsv3.RateLimitRequest
+	ask := func(domain string, hits uint32, ds ...*rlv3.RateLimitDescriptor) {
+		out = append(out, &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: hits, Descriptors: ds})
+	}
+	for _, r := range rules {
+		for i := 0; i < min(r.limit, 10)+2; i++ {
+			ask(r.domain, 0, desc(r.entries))
+		}
+		if r.other != nil {
+			ask(r.domain, 0, desc(r.other))
+		}
+	}
+	for i := 0; i+1 < len(rules); i++ {
+		a, b := rules[i], rules[i+1]
+		if a.domain != b.domain {
+			continue
+		}
+		for j := 0; j < 3; j++ {
+			ask(a.domain, 0, desc(append(append([][2]string{}, a.entries...), [2]string{"pair", fmt.Sprint(i)})), desc(a.entries), desc(b.entries))
+		}
+	}
+	for _, r := range rules {
+		entries := append(append([][2]string{}, r.entries[:len(r.entries)-1]...), [2]string{r.entries[len(r.entries)-1][0], r.entries[len(r.entries)-1][1] + "-hits"})
+		if strings.Contains(r.entries[len(r.entries)-1][1], "x") || len(r.entries) == 0 {
+			continue // a wildcard's other values count under the pattern: left to the first part
+		}
+		ask(r.domain, 3, desc(entries))
+		check, report := desc(entries), desc(entries)
+		check.HitsAddend = wrapperspb.UInt64(0)
+		report.HitsAddend = wrapperspb.UInt64(uint64(r.limit + 3))
+		ask(r.domain, 0, check)
+		ask(r.domain, 0, report)
+		ask(r.domain, 0, check)
+		ask(r.domain, 1, desc(entries))
+	}
+	return out
+}
+
+// runDiff runs the differential on every set and prints what differs.
+func runDiff(bins map[string]string, upstream string) error {
+	sets, err := diffSets(upstream)
+	if err != nil {
+		return err
+	}
+	var total, differ, turned, unanswered int
+	for _, set := range sets {
+		var rules []diffRule
+		for _, f := range set {
+			rs, err := rulesOf(f)
+			if err != nil {
+				return err
+			}
+			rules = append(rules, rs...)
+		}
+		reqs := requestsOf(rules)
+		d, w, err := diffSet(bins, set, reqs)
+		var refused errRefused
+		if errors.As(err, &refused) {
+			fmt.Printf("%-60s %4d requests unanswered: %v\n", names(set), len(reqs), err)
+			total, unanswered = total+len(reqs), unanswered+len(reqs)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%v: %w", set, err)
+		}
+		fmt.Printf("%-60s %4d requests, %d differ, %d across a window's turn\n", names(set), len(reqs), d, w)
+		total, differ, turned = total+len(reqs), differ+d, turned+w
+	}
+	fmt.Printf("\n%d requests: %d answers differ, %d more across a window's turn, %d unanswered (a service refused the configuration)\n", total, differ, turned, unanswered)
+	return nil
+}
+
+func names(set []string) string {
+	var n []string
+	for _, f := range set {
+		n = append(n, filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f))
+	}
+	return strings.Join(n, " ")
+}
+
+// diffSet starts both services on set and compares their answers to reqs.
+func diffSet(bins map[string]string, set []string, reqs []*rlsv3.RateLimitRequest) (differ, turned int, err error) {
+	dir, err := os.MkdirTemp("", "ratelimitd-diff")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	conf := filepath.Join(dir, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		return 0, 0, err
+	}
+	for _, f := range set {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := os.WriteFile(filepath.Join(conf, filepath.Base(f)), data, 0o644); err != nil {
+			return 0, 0, err
+		}
+	}
+	var svcs [2]*service
+	for i, bin := range []string{bins["envoy"], bins["ratelimitd"]} {
+		srv, err := testserver.StartFromPath([]string{"redis-server"})
+		if err != nil {
+			return 0, 0, err
+		}
+		defer srv.Stop()
+		s, err := startFromEnv([]string{"envoyproxy/ratelimit", "ratelimitd"}[i], bin, dir, srv.Addr)
+		if err != nil {
+			return 0, 0, errRefused{err}
+		}
+		defer s.stop()
+		svcs[i] = s
+	}
+	for _, req := range reqs {
+		var res [2]*rlsv3.RateLimitResponse
+		for i, s := range svcs {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res[i], err = s.client.ShouldRateLimit(ctx, req)
+			cancel()
+			if err != nil {
+				return 0, 0, fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		if why := compare(res[0], res[1]); why != "" {
+			if acrossTurn(res[0], res[1]) {
+				turned++
+				continue
+			}
+			differ++
+			fmt.Printf("  %v\n    %s\n", compact(req), why)
+		}
+	}
+	return differ, turned, nil
+}
+
+// errRefused is a service that did not start on a configuration.
+type errRefused struct{ error }
+
+// startFromEnv starts bin from envoyproxy/ratelimit's environment on the
+// runtime directory under dir and the redis-server at redisAddr, dynamic
+// metadata on, and waits until it answers.
+func startFromEnv(name, bin, dir, redisAddr string) (*service, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	s := &service{name: name, cmd: exec.Command(bin)}
+	s.cmd.Env = append(os.Environ(),
+		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
+		"PORT="+ports[0], "GRPC_PORT="+ports[1], "DEBUG_PORT="+ports[2],
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
+		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"RESPONSE_DYNAMIC_METADATA=true")
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := s.connect("127.0.0.1:" + ports[1]); err != nil {
+		s.stop()
+		return nil, err
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := s.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "no-such-domain", Descriptors: []*rlv3.RateLimitDescriptor{{
+			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}},
+		}}})
+		cancel()
+		if err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("%s did not answer within a minute: %w", name, err)
+		}
+	}
+}
+
+// compare is "" when the answers agree, else what differs.
+func compare(up, ours *rlsv3.RateLimitResponse) string {
+	if up.GetOverallCode() != ours.GetOverallCode() {
+		return fmt.Sprintf("overall %v, ratelimitd %v", up.GetOverallCode(), ours.GetOverallCode())
+	}
+	if len(up.GetStatuses()) != len(ours.GetStatuses()) {
+		return "a different number of statuses"
+	}
+	for i, a := range up.GetStatuses() {
+		b := ours.GetStatuses()[i]
+		switch {
+		case a.GetCode() != b.GetCode():
+			return fmt.Sprintf("descriptor %d: %v, ratelimitd %v", i, a.GetCode(), b.GetCode())
+		case (a.GetCurrentLimit() == nil) != (b.GetCurrentLimit() == nil),
+			a.GetCurrentLimit().GetRequestsPerUnit() != b.GetCurrentLimit().GetRequestsPerUnit(),
+			a.GetCurrentLimit().GetUnit() != b.GetCurrentLimit().GetUnit():
+			return fmt.Sprintf("descriptor %d: limit %v, ratelimitd %v", i, a.GetCurrentLimit(), b.GetCurrentLimit())
+		case a.GetLimitRemaining() != b.GetLimitRemaining():
+			return fmt.Sprintf("descriptor %d: remaining %d, ratelimitd %d", i, a.GetLimitRemaining(), b.GetLimitRemaining())
+		case (a.GetDurationUntilReset() == nil) != (b.GetDurationUntilReset() == nil):
+			return fmt.Sprintf("descriptor %d: reset %v, ratelimitd %v", i, a.GetDurationUntilReset(), b.GetDurationUntilReset())
+		}
+		if gap := a.GetDurationUntilReset().AsDuration() - b.GetDurationUntilReset().AsDuration(); gap > time.Second || gap < -time.Second {
+			return fmt.Sprintf("descriptor %d: reset %v, ratelimitd %v", i, a.GetDurationUntilReset().AsDuration(), b.GetDurationUntilReset().AsDuration())
+		}
+	}
+	um, om := up.GetDynamicMetadata().GetFields()["metadata"], ours.GetDynamicMetadata().GetFields()["metadata"]
+	if !proto.Equal(um, om) {
+		return fmt.Sprintf("metadata %v, ratelimitd %v", um, om)
+	}
+	return ""
+}
+
+// acrossTurn reports whether a status's resets are more than 1 s apart: a
+// window turned between the two answers.
+func acrossTurn(up, ours *rlsv3.RateLimitResponse) bool {
+	for i, a := range up.GetStatuses() {
+		if i >= len(ours.GetStatuses()) || a.GetDurationUntilReset() == nil || ours.GetStatuses()[i].GetDurationUntilReset() == nil {
+			continue
+		}
+		if gap := a.GetDurationUntilReset().AsDuration() - ours.GetStatuses()[i].GetDurationUntilReset().AsDuration(); gap > time.Second || gap < -time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+func compact(req *rlsv3.RateLimitRequest) string {
+	var ds []string
+	for _, d := range req.GetDescriptors() {
+		var es []string
+		for _, e := range d.GetEntries() {
+			es = append(es, e.GetKey()+"="+e.GetValue())
+		}
+		s := "[" + strings.Join(es, " ") + "]"
+		if h := d.GetHitsAddend(); h != nil {
+			s += fmt.Sprintf("+%d", h.GetValue())
+		}
+		ds = append(ds, s)
+	}
+	return fmt.Sprintf("%s hits=%d %s", req.GetDomain(), req.GetHitsAddend(), strings.Join(ds, " "))
+}
