@@ -152,6 +152,9 @@ func redisStoreURL(getenv func(string) string) (string, error) {
 	if n := getenv("REDIS_POOL_SIZE"); n != "" {
 		q.Set("pool_size", n)
 	}
+	if strings.EqualFold(getenv("REDIS_TYPE"), "sentinel") {
+		return sentinelStoreURL(addr, tls, getenv)
+	}
 	switch strings.ToLower(getenv("REDIS_SOCKET_TYPE")) {
 	case "", "unix":
 		u.Scheme, u.Path = "unix", addr
@@ -162,13 +165,44 @@ func redisStoreURL(getenv func(string) string) (string, error) {
 		case "CLUSTER":
 			u.Scheme, u.Host = "redis-cluster", addr
 		default:
-			return "", fmt.Errorf("REDIS_TYPE=%s: ratelimitd speaks to one Redis or a cluster", getenv("REDIS_TYPE"))
+			return "", fmt.Errorf("REDIS_TYPE=%s: single, cluster or sentinel", getenv("REDIS_TYPE"))
 		}
 		if tls {
 			u.Scheme = strings.Replace(u.Scheme, "redis", "rediss", 1)
 		}
 	default:
 		return "", fmt.Errorf("REDIS_SOCKET_TYPE=%s: tcp or unix", getenv("REDIS_SOCKET_TYPE"))
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// sentinelStoreURL is the -store URL of REDIS_TYPE=sentinel: REDIS_URL is
+// "master,sentinel1,...", REDIS_AUTH the master's password ("user:pass" or
+// a password), REDIS_SENTINEL_AUTH the sentinels' (dialled over TCP, as
+// envoyproxy/ratelimit dials them).
+func sentinelStoreURL(addr string, tls bool, getenv func(string) string) (string, error) {
+	master, sentinels, ok := strings.Cut(addr, ",")
+	if !ok || master == "" || sentinels == "" {
+		return "", fmt.Errorf("REDIS_TYPE=sentinel: REDIS_URL is the master's name and the sentinels, \"master,host:port,...\", not %q", addr)
+	}
+	u := url.URL{Scheme: "redis-sentinel", Host: sentinels}
+	if tls {
+		u.Scheme = "rediss-sentinel"
+	}
+	if auth := getenv("REDIS_SENTINEL_AUTH"); auth != "" {
+		u.User = url.UserPassword("", auth)
+	}
+	q := url.Values{"master_name": {master}}
+	if auth := getenv("REDIS_AUTH"); auth != "" {
+		if user, pass, ok := strings.Cut(auth, ":"); ok {
+			q.Set("username", user)
+			auth = pass
+		}
+		q.Set("password", auth)
+	}
+	if n := getenv("REDIS_POOL_SIZE"); n != "" {
+		q.Set("pool_size", n)
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil

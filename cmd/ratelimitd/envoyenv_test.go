@@ -72,6 +72,13 @@ func TestEnvoyproxysEnvironmentBecomesFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "unix:///var/run/r.sock", o.store, "envoyproxy/ratelimit's default socket type")
 
+	o, err = parseFlags(nil, env(map[string]string{"RUNTIME_ROOT": "/d", "REDIS_TYPE": "sentinel", "REDIS_URL": "mymaster,s1:26379,s2:26379",
+		"REDIS_AUTH": "app:pw", "REDIS_SENTINEL_AUTH": "spw", "REDIS_POOL_SIZE": "8"}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "redis-sentinel://:spw@s1:26379,s2:26379?master_name=mymaster&password=pw&pool_size=8&username=app", o.store,
+		"REDIS_TYPE=sentinel: the master's name, the sentinels, both passwords")
+	assert.Equal(t, "redis-sentinel://:xxxxx@s1:26379,s2:26379?master_name=mymaster&password=xxxxx&pool_size=8&username=app", redact(o.store))
+
 	for _, bad := range []map[string]string{
 		{"RUNTIME_ROOT": "/d", "BACKEND_TYPE": "memcache"},
 		{"RUNTIME_ROOT": "/d", "GRPC_UDS": "/tmp/rl.sock"},

@@ -98,6 +98,19 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 		if server, err = redis.New(c); err != nil {
 			return nil, err
 		}
+	case "redis-sentinel", "rediss-sentinel":
+		opt, err := goredis.ParseFailoverURL(clusterURL(u))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+		}
+		if opt.MasterName == "" {
+			return nil, fmt.Errorf("%w: a sentinel URL names its master (?master_name=)", errStoreURL)
+		}
+		c := goredis.NewFailoverClient(opt)
+		s.closers = append(s.closers, c.Close)
+		if server, err = redis.New(c); err != nil {
+			return nil, err
+		}
 	case "valkey", "valkeys":
 		opt, err := vk.ParseURL(clusterURL(u))
 		if err != nil {
@@ -112,7 +125,7 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster or valkey", errStoreURL, u.Scheme)
+		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster, redis-sentinel or valkey", errStoreURL, u.Scheme)
 	}
 	s.top = server
 	if !o.noGuard {
@@ -150,7 +163,7 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 func clusterURL(u *url.URL) string {
 	c := *u
 	c.Scheme = "redis"
-	if u.Scheme == "rediss" || u.Scheme == "rediss-cluster" || u.Scheme == "valkeys" {
+	if u.Scheme == "rediss" || u.Scheme == "rediss-cluster" || u.Scheme == "rediss-sentinel" || u.Scheme == "valkeys" {
 		c.Scheme = "rediss"
 	}
 	hosts := strings.Split(u.Host, ",")
@@ -170,8 +183,13 @@ var password = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*?:([^/@]*)@`
 // does not parse (its password once went to the log in url.Parse's error).
 func redact(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		if u.User == nil {
+		q := u.Query()
+		if !q.Has("password") && u.User == nil {
 			return raw
+		}
+		if q.Has("password") { // a sentinel URL's master password
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
 		}
 		return u.Redacted()
 	}
