@@ -20,6 +20,8 @@ import (
 // the environment asks (a memcache backend, a unix socket for gRPC, TLS
 // files for Redis).
 func envoyVars(getenv func(string) string) (flags map[string]string, notes []string, err error) {
+	raw, read := getenv, map[string]bool{}
+	getenv = func(k string) string { read[k] = true; return raw(k) } // what is read is honoured or refused
 	flags = map[string]string{}
 	has := func(k string) bool { return getenv(k) != "" }
 	or := func(k, def string) string {
@@ -87,8 +89,12 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 			notes = append(notes, fmt.Sprintf("LOG_LEVEL=%s is none of debug, info, warn, error: ignored", v))
 		}
 	}
-	if v := strings.ToLower(getenv("LOG_FORMAT")); v == "json" || v == "text" {
+	switch v := strings.ToLower(getenv("LOG_FORMAT")); v {
+	case "json", "text":
 		flags["log-format"] = v
+	case "":
+	default:
+		notes = append(notes, fmt.Sprintf("LOG_FORMAT=%s is neither json nor text: ignored", v))
 	}
 	if strings.EqualFold(getenv("GRPC_SERVER_USE_TLS"), "true") {
 		if !has("GRPC_SERVER_TLS_CERT") || !has("GRPC_SERVER_TLS_KEY") {
@@ -110,18 +116,22 @@ func envoyVars(getenv func(string) string) (flags map[string]string, notes []str
 			notes = append(notes, k+": ignored; metrics are Prometheus on /metrics, envoyproxy/ratelimit's names included")
 		}
 	}
-	for _, k := range ignoredEnvoyVars {
-		if has(k) {
-			notes = append(notes, k+": ignored (see docs/service.md)")
-		}
+	fromEnvoy := len(flags) > 0
+	for _, k := range upstreamSettings {
+		fromEnvoy = fromEnvoy || raw(k) != ""
 	}
-	if len(flags) > 0 || len(notes) > 0 || has("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
+	if fromEnvoy {
 		// Started from its environment, count as it counts: every hit,
 		// unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT (its default false);
 		// and serve, every domain unknown, while its directory is missing.
 		flags["count-over-limit"] = strconv.FormatBool(!strings.EqualFold(getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"), "true"))
 		if _, set := flags["start-without-config"]; !set {
 			flags["start-without-config"] = "true"
+		}
+	}
+	for _, k := range upstreamSettings {
+		if !read[k] && raw(k) != "" {
+			notes = append(notes, k+": ignored (see docs/service.md)")
 		}
 	}
 	return flags, notes, nil
@@ -206,16 +216,4 @@ func sentinelStoreURL(addr string, tls bool, getenv func(string) string) (string
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
-}
-
-// ignoredEnvoyVars are envoyproxy/ratelimit's variables ratelimitd has no
-// use for: logged when set.
-var ignoredEnvoyVars = []string{
-	"PROTO",
-	"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
-	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	"RUNTIME_WATCH_ROOT", "EXPIRATION_JITTER_MAX_SECONDS",
-	"CACHE_KEY_PREFIX",
-	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "MEMCACHE_HOST_PORT",
-	"MEMCACHE_SRV", "TRACING_ENABLED",
 }

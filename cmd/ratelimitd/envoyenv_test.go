@@ -5,7 +5,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,4 +126,35 @@ func TestStartsFromEnvoyproxysEnvironment(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the same key, over its limit, through /json")
 	assert.Contains(t, d.logs(), `"store":"redis://`+redis, "the store of REDIS_URL")
 	assert.Contains(t, d.logs(), "RUNTIME_WATCH_ROOT: ignored")
+}
+
+// Every variable of envoyproxy/ratelimit's settings at the pinned commit is
+// accounted for: docs/service.md's table names it, and set, it is honoured
+// (the options change), refused at start, or logged as ignored; none is
+// silently unread.
+func TestEveryUpstreamVariableIsAccountedFor(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(upstream, "settings-vars.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, strings.Fields(string(data)), upstreamSettings, "the list in envoyvars.go is upstream's")
+
+	doc, err := os.ReadFile("../../docs/service.md")
+	require.NoError(t, err)
+	var named []string // every `NAME` and `NAME*` pattern the docs hold
+	for _, m := range regexp.MustCompile("`([A-Z][A-Z0-9_*]+)(=[^`]*)?`").FindAllStringSubmatch(string(doc), -1) {
+		named = append(named, m[1])
+	}
+	base, err := parseFlags(nil, env(map[string]string{"RUNTIME_ROOT": "/d"}), io.Discard)
+	require.NoError(t, err)
+	for _, k := range upstreamSettings {
+		inDocs := slices.ContainsFunc(named, func(p string) bool { ok, _ := path.Match(p, k); return ok })
+		assert.True(t, inDocs, "%s is not in docs/service.md's table", k)
+		accounted := false
+		for _, v := range []string{"true", "false"} { // a value may be the environment's default: one of two is not
+			o, err := parseFlags(nil, env(map[string]string{"RUNTIME_ROOT": "/d", k: v}), io.Discard)
+			noted := slices.ContainsFunc(o.envNotes, func(n string) bool { return strings.HasPrefix(n, k) })
+			o.envNotes, base.envNotes = nil, nil
+			accounted = accounted || err != nil || noted || !reflect.DeepEqual(o, base)
+		}
+		assert.True(t, accounted, "%s is neither honoured, refused nor logged", k)
+	}
 }
