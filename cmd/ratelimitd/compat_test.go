@@ -176,4 +176,8 @@ func TestEnvoysIntegrationScriptsDecideTheSame(t *testing.T) {
 	_, metrics := d.get(t, "/metrics")
 	assert.Contains(t, metrics, `ratelimitd_detailed_decisions_total{descriptor="rl.unspec_unspecified_value",result="over_limit",rule="rl.unspec"} 1`,
 		"detailed_metric counts per value, as its script reads from the stats")
+	assert.Contains(t, metrics, `ratelimit_decisions_total{dry_run="true",policy="rl.foo.baz_shady",result="denied",source="store"} 4`,
+		"a shadow rule's denials are apart from those that denied a caller")
+	assert.NotContains(t, metrics, `dry_run="false",policy="rl.foo.baz_shady",result="denied"`)
+	assert.Contains(t, metrics, `ratelimit_service_rate_limit_shadow_mode{domain="rl",key1="foo",key2="baz_shady"} 4`, "and counted as upstream counts them")
 }

@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	reg.MustRegister(unknown)
 	svc, err := service.New(st.top, cfg, service.Options{
 		Limiter:        []ratelimit.Option{ratelimit.WithObserver(obs), ratelimit.WithTimeout(o.timeout)},
+		Shadow:         []ratelimit.Option{ratelimit.WithObserver(dryRun{obs})},
 		Limits:         service.Limits{Descriptors: o.maxDescriptors, Entries: o.maxEntries},
 		Detailed:       detailed.observe,
 		Decided:        upstream.observe,

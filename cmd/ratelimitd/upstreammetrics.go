@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"math"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
 )
 
@@ -95,4 +97,14 @@ func (m *upstreamMetrics) observe(d service.Detail) {
 			add(c.near, min(hits, after-near))
 		}
 	}
+}
+
+// dryRun marks the events of a rule that never denies (shadow) as dry
+// runs: ratelimit_decisions_total counts its denials under dry_run="true",
+// apart from those that denied a caller.
+type dryRun struct{ ratelimit.Observer }
+
+func (o dryRun) Observe(ctx context.Context, e ratelimit.Event) {
+	e.DryRun = true
+	o.Observer.Observe(ctx, e)
 }

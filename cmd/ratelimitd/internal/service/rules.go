@@ -66,6 +66,9 @@ func (rs *ruleSet) limiter(rule *config.Rule) (*ratelimit.Limiter, error) {
 
 func (rs *ruleSet) newLimiter(rule *config.Rule) (*ratelimit.Limiter, error) {
 	opts := append([]ratelimit.Option{ratelimit.WithName(rule.FullKey), ratelimit.WithPrefix(rs.svc.prefix)}, rs.svc.opts...)
+	if rule.Shadow || rs.svc.shadowMode {
+		opts = append(opts, rs.svc.shadow...)
+	}
 	l, err := ratelimit.New(rs.svc.store, rule.Policy, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("rule %s: %w", rule.FullKey, err)

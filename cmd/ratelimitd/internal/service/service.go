@@ -95,6 +95,7 @@ func (s Status) Asked() bool { return !s.Decision.At.IsZero() }
 type Service struct {
 	store    backend.Store
 	opts     []ratelimit.Option
+	shadow   []ratelimit.Option
 	detailed func(Detail)
 	decided  func(Detail)
 	rules    atomic.Pointer[ruleSet]
@@ -130,6 +131,10 @@ type Options struct {
 	// Limiter options apply to every Limiter the Service builds (an
 	// observer, a timeout).
 	Limiter []ratelimit.Option
+	// Shadow options apply after them to the Limiters of rules that never
+	// deny (shadow_mode, and every rule under ShadowMode): an observer that
+	// marks their events DryRun, so that their denials stay apart.
+	Shadow []ratelimit.Option
 	// Detailed, when set, is called with every decision of a rule marked
 	// detailed_metric (or value_to_metric): metrics per descriptor value.
 	Detailed func(Detail)
@@ -186,7 +191,7 @@ func New(store backend.Store, cfg *config.Config, o Options) (*Service, error) {
 	if o.Limits.Entries == 0 {
 		o.Limits.Entries = DefaultMaxEntries
 	}
-	s := &Service{store: store, opts: o.Limiter, detailed: o.Detailed, decided: o.Decided, prefix: Prefix, limits: o.Limits,
+	s := &Service{store: store, opts: o.Limiter, shadow: o.Shadow, detailed: o.Detailed, decided: o.Decided, prefix: Prefix, limits: o.Limits,
 		strict: o.StrictDomains, unknown: o.UnknownDomain,
 		countAll: o.CountOverLimit, quotaMode: o.QuotaMode, shadowMode: o.ShadowMode}
 	rs, err := s.newRuleSet(cfg)
