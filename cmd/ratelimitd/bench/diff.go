@@ -226,7 +226,7 @@ func diffSet(bins map[string]string, set []string, reqs []*rlsv3.RateLimitReques
 			return 0, 0, err
 		}
 		defer srv.Stop()
-		s, err := startFromEnv([]string{"envoyproxy/ratelimit", "ratelimitd"}[i], bin, dir, srv.Addr)
+		s, err := startFromEnv([]string{"envoyproxy/ratelimit", "ratelimitd"}[i], bin, dir, srv.Addr, "RESPONSE_DYNAMIC_METADATA=true")
 		if err != nil {
 			return 0, 0, errRefused{err}
 		}
@@ -258,10 +258,11 @@ func diffSet(bins map[string]string, set []string, reqs []*rlsv3.RateLimitReques
 // errRefused is a service that did not start on a configuration.
 type errRefused struct{ error }
 
-// startFromEnv starts bin from envoyproxy/ratelimit's environment on the
-// runtime directory under dir and the redis-server at redisAddr, dynamic
-// metadata on, and waits until it answers.
-func startFromEnv(name, bin, dir, redisAddr string) (*service, error) {
+// startFromEnv starts bin from envoyproxy/ratelimit's environment (and
+// extra) on the runtime directory under dir and the redis-server at
+// redisAddr, and waits until it answers a request (of an unknown domain:
+// it counts nothing).
+func startFromEnv(name, bin, dir, redisAddr string, extra ...string) (*service, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -271,8 +272,9 @@ func startFromEnv(name, bin, dir, redisAddr string) (*service, error) {
 		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
 		"PORT="+ports[0], "GRPC_PORT="+ports[1], "DEBUG_PORT="+ports[2],
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
-		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"RESPONSE_DYNAMIC_METADATA=true")
+		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false")
+	s.cmd.Env = append(s.cmd.Env, extra...)
+	// Its stats go to its log when statsd is off: a flood, left unread.
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}

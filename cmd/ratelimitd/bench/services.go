@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -84,7 +82,7 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		if err := os.WriteFile(path, []byte(config(limit, c.alg, descriptorKeys(descriptors))), 0o644); err != nil {
 			return nil, err
 		}
-		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-log-format", "json"}
+		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}
 		if c.flags != "" {
 			args = append(args, "-near-cache", c.flags)
 		}
@@ -137,41 +135,7 @@ func startEnvoy(dir, bin, redisAddr, conf string) (*service, error) {
 	if err := os.WriteFile(filepath.Join(confDir, "bench.yaml"), []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
-	s := &service{name: "envoyproxy/ratelimit fixed (reference)", cmd: exec.Command(bin)}
-	s.cmd.Env = append(os.Environ(),
-		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-		"PORT="+ports[0], "GRPC_PORT="+ports[1], "DEBUG_PORT="+ports[2],
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr, "USE_STATSD=false", "LOG_LEVEL=warn",
-		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false")
-	// Its stats go to its log when statsd is off: a flood, left unread.
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	if err := s.connect("127.0.0.1:" + ports[1]); err != nil {
-		s.stop()
-		return nil, err
-	}
-	// Ready when it answers (its config loads after the listener opens).
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := s.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{
-			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "warm-up"}},
-		}}})
-		cancel()
-		if err == nil {
-			return s, nil
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("envoyproxy/ratelimit did not answer within a minute: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return startFromEnv("envoyproxy/ratelimit fixed (reference)", bin, dir, redisAddr)
 }
 
 func (s *service) connect(addr string) error {
