@@ -80,8 +80,8 @@ type row struct {
 	// commandstats over the run; 0 in process): what decides how many
 	// decisions one Redis core sustains.
 	ServerUsPerDecision float64 `json:"server_us_per_decision,omitempty"`
-	// VsReference is NsPerDecision over the scenario's reference peer's:
-	// below 1, faster than it.
+	// VsReference is the median over the rounds of NsPerDecision over the
+	// scenario's reference peer's in the same round: below 1, faster.
 	VsReference float64 `json:"vs_reference"`
 }
 
@@ -186,19 +186,30 @@ func runScenario(sc scenario, makers []maker, keys []string, c config, progress 
 			runs[i] = append(runs[i], got)
 		}
 	}
+	ref := slices.IndexFunc(makers, func(m maker) bool { return m.name == sc.reference })
 	rows := make([]row, len(makers))
-	var ref float64
+	vs := make([]float64, len(makers))
+	for i, rs := range runs {
+		// The ratio is the median of each round's ratio to the reference's
+		// run of the same round, minutes apart at most: a machine whose
+		// speed changes for a while (a neighbour on a shared host: both
+		// this and the peers ran 2.5x slower for minutes at a time) moves
+		// both runs of a round, not the ratio. Taken before any sorting.
+		var ratios []float64
+		for r := range rs {
+			if ref >= 0 && runs[ref][r].NsPerDecision > 0 {
+				ratios = append(ratios, rs[r].NsPerDecision/runs[ref][r].NsPerDecision)
+			}
+		}
+		if len(ratios) > 0 {
+			slices.Sort(ratios)
+			vs[i] = ratios[len(ratios)/2]
+		}
+	}
 	for i, rs := range runs {
 		slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(a.NsPerDecision, b.NsPerDecision) })
 		rows[i] = rs[len(rs)/2]
-		if makers[i].name == sc.reference {
-			ref = rows[i].NsPerDecision
-		}
-	}
-	for i := range rows {
-		if ref > 0 {
-			rows[i].VsReference = rows[i].NsPerDecision / ref
-		}
+		rows[i].VsReference = vs[i]
 	}
 	return rows, nil
 }
@@ -290,7 +301,7 @@ func report(out io.Writer, c config, sc scenario, rows []row) error {
 		}
 		return nil
 	}
-	fmt.Fprintf(out, "\n%s: %d keys at %d per %v, median of %d runs of %v\n", sc.name, c.keys, sc.limit, sc.window, c.rounds, c.duration)
+	fmt.Fprintf(out, "\n%s: %d keys at %d per %v, median of %d runs of %v (ratios: the median of each round's)\n", sc.name, c.keys, sc.limit, sc.window, c.rounds, c.duration)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if sc.network {
 		fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\tserver µs/decision\tvs its\t\n", sc.reference)
