@@ -72,9 +72,12 @@ const name = "ratelimit/redis"
 // Store is the Redis backend.Store: the shared Redis-protocol core
 // (rediscore.Store) over go-redis (conn). It holds no state of its own but a
 // cluster's layout, and does not own the client: close the client when
-// done.
+// done. It is the whole backend.Store: Take, Peek, Charge, Refund,
+// Acquire, Release, TakeAll and Reset, each one FCALL (or EVALSHA), the
+// engine's own methods; Charge, Refund and Reset then PUBLISH the change
+// on the channel of changes (see Info).
 type Store struct {
-	core rediscore.Store
+	core // every operation of the contract but Info, one script each
 	c    *conn
 	// layoutKnown says the cluster client has loaded the cluster's layout,
 	// so that its masterFor answers without I/O; layoutLoading, that a
@@ -113,50 +116,7 @@ func New(client Client, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%s: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
 			name, backend.ErrInvalidArgument, c.ackReplicas, c.ackTimeout)
 	}
-	return &Store{c: c, core: rediscore.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: !c.routed}}, nil
-}
-
-// Take implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Take)
-}
-
-// Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
-func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Peek)
-}
-
-// Charge implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Charge)
-}
-
-// Acquire implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
-	return s.core.Permit(ctx, req, id, lua.Acquire)
-}
-
-// Release implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
-	return s.core.Permit(ctx, req, id, lua.Release)
-}
-
-// Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
-// on the channel of changes (see Info).
-func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Refund)
-}
-
-// TakeAll implements backend.Store (see rediscore.Store.TakeAll); a cluster or
-// a ring client decides together only the keys of one hash tag.
-func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	return s.core.TakeAll(ctx, reqs, outs)
-}
-
-// Reset implements backend.Store: one DEL of the key's state under every
-// algorithm, then a PUBLISH on the channel of changes (see Info).
-func (s *Store) Reset(ctx context.Context, prefix, key string) error {
-	return s.core.Reset(ctx, prefix, key)
+	return &Store{c: c, core: core{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: !c.routed}}, nil
 }
 
 // Info implements backend.Store. On a cluster client, its Node is the
@@ -233,3 +193,6 @@ func options(client Client) (contextTimeout bool, readTimeout time.Duration) {
 	}
 	return false, 0
 }
+
+// core is the Redis-protocol engine, embedded: its methods are Store's.
+type core = rediscore.Store

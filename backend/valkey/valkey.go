@@ -40,9 +40,12 @@ const name = "ratelimit/valkey"
 // Store is the Valkey backend.Store: the shared Redis-protocol core
 // (rediscore.Store) over valkey-go (conn). It holds no state of its own but a
 // cluster's layout, and does not own the client: close the client when
-// done.
+// done. It is the whole backend.Store: Take, Peek, Charge, Refund,
+// Acquire, Release, TakeAll and Reset, each one FCALL (or EVALSHA), the
+// engine's own methods; Charge, Refund and Reset then PUBLISH the change
+// on the channel of changes (see Info).
 type Store struct {
-	core rediscore.Store
+	core // every operation of the contract but Info, one script each
 	c    *conn
 }
 
@@ -121,50 +124,7 @@ func New(client vk.Client, opts ...Option) (*Store, error) {
 			name, backend.ErrInvalidArgument, c.ackReplicas, c.ackTimeout)
 	}
 	oneServer := client.Mode() != vk.ClientModeCluster
-	return &Store{c: c, core: rediscore.Store{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: oneServer}}, nil
-}
-
-// Take implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Take)
-}
-
-// Peek implements backend.Store: one FCALL (or EVALSHA) that writes nothing.
-func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Peek)
-}
-
-// Charge implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Charge)
-}
-
-// Acquire implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
-	return s.core.Permit(ctx, req, id, lua.Acquire)
-}
-
-// Release implements backend.Store: one FCALL (or EVALSHA).
-func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
-	return s.core.Permit(ctx, req, id, lua.Release)
-}
-
-// Refund implements backend.Store: one FCALL (or EVALSHA), then a PUBLISH
-// on the channel of changes (see Info).
-func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	return s.core.Decide(ctx, req, lua.Refund)
-}
-
-// TakeAll implements backend.Store (see rediscore.Store.TakeAll); a cluster
-// client decides together only the keys of one hash tag.
-func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	return s.core.TakeAll(ctx, reqs, outs)
-}
-
-// Reset implements backend.Store: one DEL of the key's state under every
-// algorithm, then a PUBLISH on the channel of changes (see Info).
-func (s *Store) Reset(ctx context.Context, prefix, key string) error {
-	return s.core.Reset(ctx, prefix, key)
+	return &Store{c: c, core: core{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: oneServer}}, nil
 }
 
 // Info implements backend.Store: on a cluster client, its Node is the
@@ -209,3 +169,6 @@ func (c *conn) Del(ctx context.Context, keys []string, key string, acked bool) e
 	})
 	return err
 }
+
+// core is the Redis-protocol engine, embedded: its methods are Store's.
+type core = rediscore.Store

@@ -97,6 +97,41 @@ func (s *Store) accepted() {
 	}
 }
 
+// The contract's operations, each one FCALL (or EVALSHA): a store of this
+// engine (backend/redis, backend/valkey) embeds Store and has them all,
+// with no hand-forwarding; each adds its own Info. A Charge and a Refund
+// then PUBLISH the change on the channel of changes, as Reset does.
+
+// Take implements backend.Store.
+func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.Decide(ctx, req, lua.Take)
+}
+
+// Peek implements backend.Store: a call that writes nothing.
+func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.Decide(ctx, req, lua.Peek)
+}
+
+// Charge implements backend.Store.
+func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.Decide(ctx, req, lua.Charge)
+}
+
+// Refund implements backend.Store.
+func (s *Store) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	return s.Decide(ctx, req, lua.Refund)
+}
+
+// Acquire implements backend.Store.
+func (s *Store) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.Permit(ctx, req, id, lua.Acquire)
+}
+
+// Release implements backend.Store.
+func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
+	return s.Permit(ctx, req, id, lua.Release)
+}
+
 // Decide makes req's decision for op: one FCALL (or EVALSHA), then, for a
 // Refund or a Charge, the news of the change. A Refund of req.Admitted undoes that
 // admission (lua.Undo).
