@@ -42,7 +42,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -54,6 +53,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/frontend"
 )
 
 // ErrNoKey: a KeyFunc found nothing to limit the call by (no such metadata,
@@ -142,7 +142,7 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 			}
 			return nil, err
 		}
-		defer release(ctx, held)
+		defer frontend.Release(ctx, held)
 		if a == nil {
 			return handler(ctx, req)
 		}
@@ -162,7 +162,7 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 			}
 			return err
 		}
-		defer release(ss.Context(), held)
+		defer frontend.Release(ss.Context(), held)
 		if a == nil {
 			return handler(srv, ss)
 		}
@@ -174,13 +174,24 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 // enter admits the call (a nil error) with its admission to settle after
 // the handler (nil for plain rules) and the permits it holds until then, or
 // returns the error it fails with.
+//
+// Permits come first: a call they deny takes nothing from the rates, and
+// one the rates deny gives its permits straight back (a permit denial after
+// the rates' admission once cost the rates' quota).
 func (i *Interceptor) enter(ctx context.Context, method string) (*admission, []*ratelimit.Permit, error) {
-	a, err := i.decide(ctx, method)
-	if err != nil || len(i.permits) == 0 {
-		return a, nil, err
+	var held []*ratelimit.Permit
+	if len(i.permits) > 0 {
+		var err error
+		if held, err = i.acquire(ctx, method); err != nil {
+			return nil, nil, err
+		}
 	}
-	held, err := i.acquire(ctx, method)
-	return a, held, err
+	a, err := i.decide(ctx, method)
+	if err != nil {
+		frontend.Release(ctx, held)
+		return nil, nil, err
+	}
+	return a, held, nil
 }
 
 // decide admits the call by the rates (a nil error: with its admission to
@@ -216,7 +227,7 @@ func (i *Interceptor) decide(ctx context.Context, method string) (*admission, er
 		if i.plain {
 			return nil, nil
 		}
-		return &admission{keys: keys, costs: costs, d: d, used: new(atomic.Int64)}, nil
+		return &admission{keys: keys, costs: costs, d: d}, nil
 	}
 	return nil, exhausted(d.Decision, d.Name)
 }

@@ -100,10 +100,14 @@ func (w waiting) Watch(_ *healthpb.HealthCheckRequest, ss healthpb.Health_WatchS
 
 // A rule of an InFlight policy holds a permit while a stream is open: with
 // one stream open under a limit of one, a second is refused with
-// ResourceExhausted, and once the first ends, the next opens.
+// ResourceExhausted, and once the first ends, the next opens. The stream
+// the permits refused takes nothing from the rate beside them (it once
+// did: the rates decided first).
 func TestAnInFlightRuleHoldsAPermitWhileAStreamIsOpen(t *testing.T) {
-	streams := limiter(t, memoryStore(t), ratelimit.Concurrency(1, time.Minute), ratelimit.WithName("streams"))
-	i, err := grpclimit.New([]grpclimit.Rule{{Limiter: streams, Key: grpclimit.Method()}})
+	s := memoryStore(t)
+	streams := limiter(t, s, ratelimit.Concurrency(1, time.Minute), ratelimit.WithName("streams"))
+	perMinute := limiter(t, s, ratelimit.PerMinute(100), ratelimit.WithName("per-minute"))
+	i, err := grpclimit.New([]grpclimit.Rule{{Limiter: streams, Key: grpclimit.Method()}, {Limiter: perMinute, Key: grpclimit.Method()}})
 	require.NoError(t, err)
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(i.Unary()), grpc.StreamInterceptor(i.Stream()))
@@ -141,4 +145,7 @@ func TestAnInFlightRuleHoldsAPermitWhileAStreamIsOpen(t *testing.T) {
 	close(w.leave)
 	_, err = third.Recv()
 	require.NoError(t, err)
+	d, err := perMinute.Peek(ctx, "/grpc.health.v1.Health/Watch")
+	require.NoError(t, err)
+	require.Equal(t, 2, d.Count, "two streams opened; the refused one took nothing from the rate")
 }

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/frontend"
 )
 
 // ErrNoKey: a KeyFunc found nothing to limit the request by (no such
@@ -179,6 +180,22 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 			keys[i] = k
 		}
+		// Permits first: a request they deny takes nothing from the rates,
+		// and one the rates deny gives its permits straight back (a permit
+		// denial after the rates' admission once cost the rates' quota).
+		if len(m.permits) > 0 {
+			held, denial, err := m.acquire(r)
+			if err != nil {
+				m.onError(w, r, err)
+				return
+			}
+			if denial != nil {
+				w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(denial.RetryAfter, 1), 10))
+				m.denied(w, r, *denial)
+				return
+			}
+			defer frontend.Release(r.Context(), held)
+		}
 		d, costs, err := m.decide(r, keys)
 		if err != nil { // failed closed, or bad input
 			m.onError(w, r, err)
@@ -191,19 +208,6 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(d.RetryAfter, 1), 10))
 			m.denied(w, r, d)
 			return
-		}
-		if len(m.permits) > 0 {
-			held, denial, err := m.acquire(r)
-			if err != nil {
-				m.onError(w, r, err)
-				return
-			}
-			if denial != nil {
-				w.Header().Set("Retry-After", strconv.FormatInt(ceilSeconds(denial.RetryAfter, 1), 10))
-				m.denied(w, r, *denial)
-				return
-			}
-			defer release(r.Context(), held)
 		}
 		if m.plain {
 			next.ServeHTTP(w, r)

@@ -94,7 +94,8 @@ func TestAUsageRuleWithACostReservesThenSettles(t *testing.T) {
 
 // A rule of an InFlight policy holds a permit while the handler runs: with
 // two requests in the handler, a third gets 429 with Retry-After, and once
-// one leaves, the next gets in.
+// one leaves, the next gets in. The request the permits denied takes
+// nothing from the rate beside them (it once did: the rates decided first).
 func TestAnInFlightRuleHoldsAPermitWhileTheHandlerRuns(t *testing.T) {
 	s := memoryStore(t)
 	jobs := limiter(t, s, ratelimit.Concurrency(2, time.Minute), ratelimit.WithName("jobs"))
@@ -126,4 +127,7 @@ func TestAnInFlightRuleHoldsAPermitWhileTheHandlerRuns(t *testing.T) {
 	d, err := jobs.Peek(context.Background(), "ann")
 	require.NoError(t, err)
 	require.Zero(t, d.Count, "every permit given back")
+	d, err = perMinute.Peek(context.Background(), "ann")
+	require.NoError(t, err)
+	require.Equal(t, 3, d.Count, "three requests served; the one the permits denied took nothing from the rate")
 }

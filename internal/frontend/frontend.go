@@ -1,0 +1,77 @@
+// Package frontend is what httplimit and grpclimit share around the
+// handler they guard: the usage it reports, settled once it returns, and
+// the permits it holds while it runs.
+package frontend
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// usageKey is the context key of the work's usage recorder.
+type usageKey struct{}
+
+// WithUsage is ctx carrying a recorder of what the work uses, and the
+// recorder: Report adds to it.
+func WithUsage(ctx context.Context) (context.Context, *atomic.Int64) {
+	used := new(atomic.Int64)
+	return context.WithValue(ctx, usageKey{}, used), used
+}
+
+// Report adds n (when positive) to the recorder ctx carries, if any.
+func Report(ctx context.Context, n int) {
+	if u, ok := ctx.Value(usageKey{}).(*atomic.Int64); ok && n > 0 {
+		u.Add(int64(n))
+	}
+}
+
+// Settle charges each usage limiter (usage(i) says which of n rules are,
+// and gives its Limiter) what was used beyond what it reserved before the
+// work (costs[i], the admission d.Decisions[i] of keys[i]), or gives back
+// what was not used: nothing when both are 0. It outlives a caller gone
+// (the usage was spent); its errors reach the Limiters' observers.
+func Settle(ctx context.Context, n int, usage func(i int) (*ratelimit.Limiter, bool), keys []string, costs []int, d ratelimit.MultiDecision, used int) {
+	ctx = context.WithoutCancel(ctx)
+	for i := range n {
+		if l, ok := usage(i); ok && used != costs[i] {
+			_, _ = l.Settle(ctx, keys[i], d.Decisions[i], costs[i], used)
+		}
+	}
+}
+
+// Acquire takes a permit of each of n InFlight rules (rule(i) gives its
+// Limiter and the work's key, or the error the key could not be had
+// with): the permits held; or, having given back every one taken, the
+// index of the first rule that denied with its Decision, or the first
+// error (with denied -1).
+func Acquire(ctx context.Context, n int, rule func(i int) (*ratelimit.Limiter, string, error)) (held []*ratelimit.Permit, denied int, d ratelimit.Decision, err error) {
+	held = make([]*ratelimit.Permit, 0, n)
+	for i := range n {
+		l, key, err := rule(i)
+		var p *ratelimit.Permit
+		if err == nil {
+			p, d, err = l.Acquire(ctx, key)
+		}
+		switch {
+		case err != nil:
+			Release(ctx, held)
+			return nil, -1, ratelimit.Decision{}, err
+		case p == nil:
+			Release(ctx, held)
+			return nil, i, d, nil
+		}
+		held = append(held, p)
+	}
+	return held, -1, ratelimit.Decision{}, nil
+}
+
+// Release gives permits back, the caller gone or not; a failure ends a
+// lease by itself.
+func Release(ctx context.Context, permits []*ratelimit.Permit) {
+	ctx = context.WithoutCancel(ctx)
+	for _, p := range permits {
+		_ = p.Release(ctx)
+	}
+}
