@@ -12,8 +12,9 @@
 // denials, per key and algorithm, and answers the key's requests of cost 1
 // itself until then (the earlier of the two), with the same Decision
 // fields (RetryAfter counting down, At moving on), then asks the store
-// again. It never admits: everything but those denials goes to the store
-// (admissions, peeks, larger costs). It never denies longer
+// again; a peek of cost 1 at such a key gets the same answer. It never
+// admits: everything but those denials goes to the store (admissions,
+// peeks of keys it holds no denial of, larger costs). It never denies longer
 // than the store would, but for what it cannot see: a policy change makes
 // it ask the store (a cached denial is only used under the policy that made
 // it), and Reset and Refund through this Store clear the key. Over a store
@@ -265,9 +266,28 @@ func (c denial) answer(req *backend.Request) (backend.Outcome, bool) {
 	return out, true
 }
 
-// Peek implements backend.Store: the store's answer.
+// Peek implements backend.Store: a request of cost 1 on a key with a cached
+// denial is answered here, as Take's (a denial records nothing: the peek
+// and the take say the same); anything else is the store's.
 func (s *Store) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	if out, ok := s.lookup(&req); ok {
+		s.hits.Add(1)
+		return out, nil
+	}
 	return s.next.Peek(ctx, req)
+}
+
+// lookup is req's cached denial, if the cache may answer req and holds one
+// that still does.
+func (s *Store) lookup(req *backend.Request) (backend.Outcome, bool) {
+	if !cacheable(req) || !s.trusted() {
+		return backend.Outcome{}, false
+	}
+	c, ok := s.cache.Get(slotOf(req))
+	if !ok {
+		return backend.Outcome{}, false
+	}
+	return c.answer(req)
 }
 
 // Reset implements backend.Store: the key's cached denials go, then the
@@ -319,26 +339,30 @@ func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (bac
 
 // TakeAll implements backend.Store (errors.ErrUnsupported if the store
 // cannot). When a request of cost 1 has a cached denial, the step
-// is denied here, without the store: nothing is recorded, that request's
-// outcome is the cached denial and the others' are left zero, not decided
-// (see backend.Store's TakeAll), so a flood through ratelimit.Multi (httplimit,
-// grpclimit, ratelimitd) costs no round trip either. Otherwise the store
-// decides, and its denials of cost 1 are cached as Take's are.
+// is denied here, without the store: nothing is recorded, the outcome of
+// every request with a cached denial is that denial (what Peek says) and
+// the others' are left zero, not decided (see backend.Store's TakeAll), so
+// a flood through ratelimit.Multi (httplimit, grpclimit, ratelimitd) costs
+// no round trip either, nor do the statuses of its other denied keys.
+// Otherwise the store decides, and its denials of cost 1 are cached as
+// Take's are.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
 	if len(outs) != len(reqs) || !s.trusted() {
 		return s.next.TakeAll(ctx, reqs, outs)
 	}
+	denied := false
 	for i := range reqs {
-		if req := &reqs[i]; cacheable(req) {
-			if c, ok := s.cache.Get(slotOf(req)); ok {
-				if out, ok := c.answer(req); ok {
-					s.hits.Add(1)
-					clear(outs)
-					outs[i] = out
-					return nil
-				}
+		if out, ok := s.lookup(&reqs[i]); ok {
+			if !denied {
+				clear(outs)
+				denied = true
 			}
+			outs[i] = out
 		}
+	}
+	if denied {
+		s.hits.Add(1)
+		return nil
 	}
 	gens := make([]generation, len(reqs))
 	for i := range reqs {

@@ -238,3 +238,86 @@ func TestABoxedKeyStaysLocalForTheBox(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "a Reset lets it out")
 }
+
+// calls counts every call that reaches the store it wraps.
+type calls struct {
+	backend.Store
+	n atomic.Int64
+}
+
+func (c *calls) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	c.n.Add(1)
+	return c.Store.Take(ctx, req)
+}
+
+func (c *calls) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	c.n.Add(1)
+	return c.Store.Peek(ctx, req)
+}
+
+func (c *calls) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	c.n.Add(1)
+	return c.Store.TakeAll(ctx, reqs, outs)
+}
+
+// When every policy of a Multi holds a cached denial, the cache answers
+// each policy's status, not only the first's, and a peek of a denied key
+// too: a flood on keys denied by all three policies (ratelimitd's three
+// descriptors of one value) costs the store nothing. The cache once
+// answered the first denial alone, and the caller peeked the others at the
+// store, one round trip each.
+func TestEveryCachedDenialIsAnswered(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	store := &calls{Store: m}
+	s := cached(t, store)
+	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+	var limiters []*ratelimit.Limiter
+	for _, prefix := range []string{"a:", "b:", "c:"} {
+		l, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithPrefix(prefix), ratelimit.WithCallerClock(clock.Now))
+		require.NoError(t, err)
+		limiters = append(limiters, l)
+	}
+	multi, err := ratelimit.NewMulti(limiters...)
+	require.NoError(t, err)
+	ctx := context.Background()
+	keys := []string{"v", "v", "v"}
+	for range 5 {
+		d, err := multi.Allow(ctx, keys...)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	// The first denial is the store's: it caches all three.
+	d, err := multi.Allow(ctx, keys...)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	before := store.n.Load()
+	for i := range 100 {
+		clock.Advance(time.Millisecond)
+		d, err := multi.Allow(ctx, keys...)
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		for j, pd := range d.Decisions {
+			require.False(t, pd.At.IsZero(), "request %d: policy %d answered", i, j)
+			require.False(t, pd.Allowed)
+			require.Equal(t, 5, pd.Count)
+			require.Equal(t, clock.Now(), pd.At)
+		}
+		p, err := limiters[1].Peek(ctx, "v")
+		require.NoError(t, err)
+		require.False(t, p.Allowed)
+		require.Equal(t, 0, p.Remaining)
+		require.Equal(t, d.Decisions[1].RetryAfter, p.RetryAfter, "the peek says what the take did")
+	}
+	require.Zero(t, store.n.Load()-before, "no call reached the store")
+	// What the cache answered is the store's own answer at that moment.
+	p := ratelimit.PerMinute(5)
+	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, "c:")
+	require.NoError(t, err)
+	want, err := m.Peek(ctx, backend.Request{Rule: rule, Key: "v", Cost: 1, Now: clock.Now().UnixMicro()})
+	require.NoError(t, err)
+	got, err := limiters[2].Peek(ctx, "v")
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(want.RetryAfter)*time.Microsecond, got.RetryAfter)
+}
