@@ -61,9 +61,14 @@ func descriptorKeys(n int) []string {
 	return keys
 }
 
-// startAll starts the peer first (the reference of every ratio), then
-// ratelimitd with fixed windows (its defaults, then without the near cache),
-// the sliding log and GCRA.
+// localCacheBytes is envoyproxy/ratelimit's local cache of over-limit keys
+// in its cached row: 64 MiB, far more than the load's keys need.
+const localCacheBytes = 64 << 20
+
+// startAll starts the peer first (the reference of every ratio), the peer
+// with its local cache on (the reference of the cached ratio), then
+// ratelimitd with fixed windows (its defaults, then without the near
+// cache), the sliding log and GCRA.
 func startAll(dir string, bins map[string]string, redisAddr string, limit, descriptors int) ([]*service, error) {
 	var out []*service
 	peer, err := startEnvoy(dir, bins["envoy"], redisAddr, config(limit, "", descriptorKeys(descriptors)))
@@ -71,6 +76,11 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		return nil, err
 	}
 	out = append(out, peer)
+	cached, err := startFromEnv("envoyproxy/ratelimit fixed, LOCAL_CACHE_SIZE_IN_BYTES", bins["envoy"], dir, redisAddr, "LOCAL_CACHE_SIZE_IN_BYTES="+fmt.Sprint(localCacheBytes))
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, cached)
 	for _, c := range []struct{ name, alg, flags, scheme string }{
 		{"ratelimitd fixed (defaults)", "", "", "redis"},
 		{"ratelimitd fixed, -near-cache 0", "", "0", "redis"},
