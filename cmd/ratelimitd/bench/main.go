@@ -44,7 +44,7 @@ func main() {
 	redisAddr := flag.String("redis", "", "an existing redis-server (default: start one on a free port)")
 	diff := flag.Bool("diff", false, "instead, the differential run: both services on envoyproxy/ratelimit's own configurations, every answer compared (see diff.go)")
 	peer := flag.String("peer", "", "envoyproxy/ratelimit's binary to run (default: built at the version go.mod pins), e.g. one built from its master")
-	ours := flag.String("ours", "", "with -diff, ratelimitd's binary to run (default: built from this repository), e.g. an earlier one's")
+	ours := flag.String("ours", "", "ratelimitd's binary to run (default: built from this repository), e.g. an earlier one's")
 	flag.Parse()
 	if *diff {
 		if err := differential(*peer, *ours); err != nil {
@@ -57,13 +57,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -descriptors: want 1 to 16")
 		os.Exit(2)
 	}
-	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr); err != nil {
+	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr, *peer, *ours); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr string) error {
+func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr, peer, ours string) error {
 	dir, err := os.MkdirTemp("", "ratelimitd-bench")
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 	}
 	fmt.Printf("redis-server at %s; %d callers over %d values, %d descriptors a request, %v per measurement, %d rounds (medians)\n",
 		redisAddr, callers, values, descriptors, duration, rounds)
-	bins, err := build(dir)
+	bins, err := binaries(dir, peer, ours)
 	if err != nil {
 		return err
 	}
@@ -114,9 +114,19 @@ func differential(peer, ours string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bins, err := build(dir)
+	bins, err := binaries(dir, peer, ours)
 	if err != nil {
 		return err
+	}
+	return runDiff(bins, filepath.Join("..", "testdata", "upstream"))
+}
+
+// binaries are the services' binaries: peer and ours when given, else
+// built (build).
+func binaries(dir, peer, ours string) (map[string]string, error) {
+	bins, err := build(dir)
+	if err != nil {
+		return nil, err
 	}
 	if peer != "" {
 		bins["envoy"] = peer
@@ -124,7 +134,7 @@ func differential(peer, ours string) error {
 	if ours != "" {
 		bins["ratelimitd"] = ours
 	}
-	return runDiff(bins, filepath.Join("..", "testdata", "upstream"))
+	return bins, nil
 }
 
 // build compiles both services: ratelimitd from this repository, the peer
