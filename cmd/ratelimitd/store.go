@@ -78,35 +78,11 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 	}
 	var server backend.Store
 	switch u.Scheme {
-	case "redis", "rediss", "unix":
-		opt, err := goredis.ParseURL(raw)
+	case "redis", "rediss", "unix", "redis-cluster", "rediss-cluster", "redis-sentinel", "rediss-sentinel":
+		c, err := goredisClient(u, raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
-		}
-		c := goredis.NewClient(opt)
-		s.closers = append(s.closers, c.Close)
-		if server, err = redis.New(c); err != nil {
 			return nil, err
 		}
-	case "redis-cluster", "rediss-cluster":
-		opt, err := goredis.ParseClusterURL(clusterURL(u))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
-		}
-		c := goredis.NewClusterClient(opt)
-		s.closers = append(s.closers, c.Close)
-		if server, err = redis.New(c); err != nil {
-			return nil, err
-		}
-	case "redis-sentinel", "rediss-sentinel":
-		opt, err := goredis.ParseFailoverURL(clusterURL(u))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
-		}
-		if opt.MasterName == "" {
-			return nil, fmt.Errorf("%w: a sentinel URL names its master (?master_name=)", errStoreURL)
-		}
-		c := goredis.NewFailoverClient(opt)
 		s.closers = append(s.closers, c.Close)
 		if server, err = redis.New(c); err != nil {
 			return nil, err
@@ -216,3 +192,37 @@ type scrubbed struct {
 
 func (s scrubbed) Error() string { return s.msg }
 func (s scrubbed) Unwrap() error { return s.err }
+
+// goredisClient is the go-redis client of a redis, redis-cluster or
+// redis-sentinel URL. Every one honours the caller's context (go-redis's
+// ContextTimeoutEnabled, which its URLs cannot set): a call then ends at
+// the decision's deadline by itself, where without it the store runs each
+// call in a goroutine of its own to bound it (rediscore.Bounded), which
+// cost ratelimitd a goroutine and its stack's growth per decision.
+func goredisClient(u *url.URL, raw string) (goredis.UniversalClient, error) {
+	switch u.Scheme {
+	case "redis-cluster", "rediss-cluster":
+		opt, err := goredis.ParseClusterURL(clusterURL(u))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+		}
+		opt.ContextTimeoutEnabled = true
+		return goredis.NewClusterClient(opt), nil
+	case "redis-sentinel", "rediss-sentinel":
+		opt, err := goredis.ParseFailoverURL(clusterURL(u))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+		}
+		if opt.MasterName == "" {
+			return nil, fmt.Errorf("%w: a sentinel URL names its master (?master_name=)", errStoreURL)
+		}
+		opt.ContextTimeoutEnabled = true
+		return goredis.NewFailoverClient(opt), nil
+	}
+	opt, err := goredis.ParseURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStoreURL, err)
+	}
+	opt.ContextTimeoutEnabled = true
+	return goredis.NewClient(opt), nil
+}
