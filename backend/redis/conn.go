@@ -76,9 +76,13 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 	return reply, err
 }
 
-// RunAll implements rediscore.Client: the EVALSHA of All.
-func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, acked bool) ([]int64, error) {
+// RunAll implements rediscore.Client: the FCALL of All's function, or the
+// EVALSHA of All.
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error) {
 	words := append(make([]any, 0, 3+len(keys)+len(reqs)*lua.ArgsPerRequest), evalsha, allSHA, len(keys))
+	if fcall {
+		words[0], words[1] = fcallWord, allFunction
+	}
 	for _, k := range keys {
 		words = append(words, k)
 	}

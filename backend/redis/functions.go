@@ -17,7 +17,7 @@ import (
 // script (rediscore.Store decides which). Both take the same keys and
 // arguments, so only the first two words of the command differ.
 
-// The words naming each algorithm's function, boxed once.
+// The words naming each algorithm's function and All's, boxed once.
 var (
 	fcallWord any = "fcall"
 	functions     = func() (b [lua.Algorithms]any) {
@@ -26,6 +26,7 @@ var (
 		}
 		return b
 	}()
+	allFunction any = lua.AllFunction()
 )
 
 // LoadLibrary implements rediscore.Client: FUNCTION LOAD on the server that

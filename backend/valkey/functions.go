@@ -14,11 +14,19 @@ import (
 // server has functions (Valkey, Redis 7), else the EVALSHA of the same
 // script, with the same keys and arguments (rediscore.Store decides which).
 
+// all is call's alg for All's function.
+const all = -1
+
 // call runs script on keys with args by EVALSHA (valkey-go falls
-// back to EVAL on NOSCRIPT), or, for script nil, the FCALL of alg's function.
+// back to EVAL on NOSCRIPT), or, for script nil, the FCALL of alg's function
+// (All's for all).
 func (c *conn) call(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
 	if script == nil {
-		cmd := c.client.B().Fcall().Function(lua.Function(backend.Algorithm(alg))).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+		fn := lua.AllFunction()
+		if alg != all {
+			fn = lua.Function(backend.Algorithm(alg))
+		}
+		cmd := c.client.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 		return c.client.Do(ctx, cmd).AsIntSlice()
 	}
 	return script.Exec(ctx, c.client, keys, args).AsIntSlice()

@@ -151,12 +151,17 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 	return c.exec(ctx, script, int(alg), lua.Keys(req), c.args.For(req, op))
 }
 
-// RunAll implements rediscore.Client: the EVALSHA of All.
-func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, acked bool) ([]int64, error) {
+// RunAll implements rediscore.Client: the FCALL of All's function, or the
+// EVALSHA of All.
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error) {
 	if acked {
 		return c.execAcked(ctx, lua.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
 	}
-	return c.exec(ctx, c.allLua, -1, keys, c.args.ForAllOp(reqs, op))
+	script := c.allLua
+	if fcall {
+		script = nil
+	}
+	return c.exec(ctx, script, all, keys, c.args.ForAllOp(reqs, op))
 }
 
 // Del implements rediscore.Client: one DEL.

@@ -29,9 +29,11 @@ type Client interface {
 	// when fcall, else its EVALSHA (and EVAL after NOSCRIPT); with acked,
 	// the EVALSHA and WAIT in one round trip to the master of req's key.
 	Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) ([]int64, error)
-	// RunAll runs All for reqs on keys (KeysAll) for op by EVALSHA; with
-	// acked, with WAIT on the master of reqs[0]'s key.
-	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, acked bool) ([]int64, error)
+	// RunAll runs All for reqs on keys (KeysAll) for op: the FCALL of
+	// lua.AllFunction when fcall, else All's EVALSHA (and EVAL after
+	// NOSCRIPT); with acked, the EVALSHA and WAIT on the master of
+	// reqs[0]'s key.
+	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error)
 	// LoadLibrary loads Library on the server that decides req's key. A
 	// library already there is loaded; refused says the server answered
 	// with a refusal, as opposed to not answering.
@@ -180,23 +182,30 @@ func (s *Store) Permit(ctx context.Context, req backend.Request, id int64, op lu
 	return out, nil
 }
 
-// run runs req's script: as the FCALL of its function while the server
-// may have functions, loading the library where req's key is decided when
-// it does not have it yet; else, and for a write the replicas acknowledge,
-// as EVALSHA.
+// run runs req's script for op (see script).
 func (s *Store) run(ctx context.Context, req backend.Request, op lua.Op) ([]int64, error) {
 	acked := s.Acked && op != lua.Peek
+	return s.script(ctx, req, acked, func(fcall bool) ([]int64, error) {
+		return s.Client.Run(ctx, req, op, fcall, acked)
+	})
+}
+
+// script runs a decision by call: as an FCALL (call(true)) while the
+// server may have functions, loading the library where req's key is
+// decided when it does not have it yet; else, and for a write the replicas
+// acknowledge (acked), as EVALSHA (call(false)).
+func (s *Store) script(ctx context.Context, req backend.Request, acked bool, call func(fcall bool) ([]int64, error)) ([]int64, error) {
 	if acked || s.scripted() {
-		return s.Client.Run(ctx, req, op, false, acked)
+		return call(false)
 	}
-	reply, err := s.Client.Run(ctx, req, op, true, false)
+	reply, err := call(true)
 	refused := false
 	if lua.FunctionMissing(err) {
 		var lerr error
 		refused, lerr = s.Client.LoadLibrary(ctx, req)
 		switch {
 		case lerr == nil:
-			reply, err = s.Client.Run(ctx, req, op, true, false)
+			reply, err = call(true)
 		case !refused: // no answer: the call fails as any would
 			return nil, lerr
 		}
@@ -212,13 +221,14 @@ func (s *Store) run(ctx context.Context, req backend.Request, op lua.Op) ([]int6
 	// the call went (a ring client routes FUNCTION LOAD elsewhere): EVALSHA,
 	// until FCALL is tried again (refused).
 	s.refused()
-	return s.Client.Run(ctx, req, op, false, false)
+	return call(false)
 }
 
 // TakeAll implements backend.Store: one request by its own script or
 // function, as Take but for a denial, which writes nothing (a Multi of one
-// policy: httplimit's, ratelimitd's one descriptor); several by one EVALSHA
-// for every request, whatever their keys, on one server; on a cluster or a
+// policy: httplimit's, ratelimitd's one descriptor); several by one call
+// (All's function, or All by EVALSHA) for every request, whatever their
+// keys, on one server; on a cluster or a
 // ring, one for requests on one caller's key (one hash tag), and for keys
 // of several tags a script per tag, sent at once, in two steps (TakeApart:
 // a peek, then a take if every one would admit), or, when Acked, a refusal
@@ -235,9 +245,13 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	return nil
 }
 
-// all runs All for reqs on keys, with op, into outs.
+// all runs All (or its function: see script) for reqs on keys, with op,
+// into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {
-	reply, err := s.Client.RunAll(ctx, reqs, keys, op, s.Acked && op != lua.Peek)
+	acked := s.Acked && op != lua.Peek
+	reply, err := s.script(ctx, reqs[0], acked, func(fcall bool) ([]int64, error) {
+		return s.Client.RunAll(ctx, reqs, keys, op, fcall, acked)
+	})
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 // (by the store, on the first "Function not found"); on a server whose
 // FCALL and FUNCTION are renamed away (as before Redis 7), or whose ACL
 // forbids the client FUNCTION LOAD (NOPERM), one EVALSHA a decision, every
-// answer the same; through a Multi of one policy too. Each server is the
-// test's own.
+// answer the same; through a Multi of one policy and of two too. Each
+// server is the test's own.
 func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	cases := []struct {
 		name    string
@@ -43,7 +43,8 @@ func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 				require.NoError(t, a.Do(ctx, tc.acl...).Err())
 			}
 			for _, alg := range backend.Algorithms() {
-				l := Limiter(t, newStore(t, srv.Addr), ratelimit.NewPolicy(alg, 5, time.Hour), Prefix())
+				st := newStore(t, srv.Addr)
+				l := Limiter(t, st, ratelimit.NewPolicy(alg, 5, time.Hour), Prefix())
 				_, err := l.Allow(ctx, "warm-up") // the library or the script loaded
 				require.NoError(t, err)
 				before, err := serverinfo.CommandStats(ctx, a)
@@ -63,13 +64,23 @@ func Functions(t *testing.T, kind testserver.Kind, newStore NewStore) {
 					require.NoError(t, err)
 					require.Equal(t, i <= 5, d.Allowed, "%v: Multi, request %d", alg, i)
 				}
+				// Two policies together (TakeAll) are one FCALL too: they
+				// were All's EVALSHA, which made every algorithm's
+				// functions on every call.
+				m2, err := ratelimit.NewMulti(l, Limiter(t, st, ratelimit.NewPolicy(alg, 5, time.Hour), Prefix()))
+				require.NoError(t, err)
+				for i := 1; i <= 7; i++ {
+					d, err := m2.Allow(ctx, "both", "both")
+					require.NoError(t, err)
+					require.Equal(t, i <= 5, d.Allowed, "%v: Multi of two, request %d", alg, i)
+				}
 				after, err := serverinfo.CommandStats(ctx, a)
 				require.NoError(t, err)
 				calls := func(cmd string) int64 { return after[cmd].Calls - before[cmd].Calls }
 				if without {
-					require.EqualValues(t, 14, calls("evalsha"), "%v: EVALSHA a decision", alg)
+					require.EqualValues(t, 21, calls("evalsha"), "%v: EVALSHA a decision", alg)
 				} else {
-					require.EqualValues(t, 14, calls("fcall"), "%v: FCALL a decision", alg)
+					require.EqualValues(t, 21, calls("fcall"), "%v: FCALL a decision", alg)
 					require.Zero(t, calls("evalsha")+calls("eval"), "%v: no script", alg)
 				}
 			}

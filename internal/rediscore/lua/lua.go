@@ -66,8 +66,8 @@ var (
 
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, the sliding log's functions, a function around
-	// each other algorithm's body, then decide.lua.
-	All = newLua(prelude + sliding + function("fixed", fixedBody) + function("counter", counterBody) + function("gcra", gcraBody) + decide)
+	// each other algorithm's body (the library's top), then decide.lua.
+	All = newLua(libraryTop + decide)
 
 	// ones are the scripts of one request (Take, Peek, Refund), by
 	// algorithm: the server runs a script's whole text on every call, so
@@ -92,7 +92,8 @@ var (
 )
 
 // function wraps the body of an algorithm (its file) in a function of the
-// variables one.lua gives a body, created once per call of All.
+// variables one.lua gives a body: made on every call of All, once when the
+// library is loaded.
 func function(name, body string) string {
 	return "local function " + name + "(ka, op, now, cost, retain, p1, p2, p3, own_clock, at)\n" + body + "end\n"
 }

@@ -12,7 +12,7 @@
 --       retry_after (µs), now (µs)
 local ka, kb, op, now, cost, retain = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local p1, p2, p3, at = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-quiet = op == 'quiet' -- set by every call: a library keeps it between calls
+quiet, pending = op == 'quiet', nil -- set by every call: a library keeps them between calls
 if quiet then op = 'take' end
 local own_clock = not now
 if own_clock then
