@@ -170,8 +170,11 @@ type result struct {
 	// pipelines (INFO commandstats, less the scripts' own commands and
 	// failed calls).
 	commands float64
-	// cpu is the service's process CPU time (user and system) per request.
-	cpu time.Duration
+	// cpu is the service's process CPU time (user and system) per
+	// request, load this bench's own (its gRPC clients').
+	cpu, load time.Duration
+	// server is redis-server's CPU time per request (INFO cpu).
+	server time.Duration
 }
 
 // measure runs the load on s for d: callers goroutines, each sending one
@@ -183,12 +186,27 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 	lat := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
 	ctx := context.Background()
-	keys := descriptorKeys(descriptors)
-	before, err := commandStats(ctx, redisAddr)
+	// The requests are built before the clock starts: the load's own CPU
+	// is taken from the same cores as the services', and what it spends
+	// on building requests would only narrow every ratio.
+	reqs := make([]*rlsv3.RateLimitRequest, values)
+	for v := range reqs {
+		reqs[v] = &rlsv3.RateLimitRequest{Domain: "bench"}
+		for _, k := range descriptorKeys(descriptors) {
+			reqs[v].Descriptors = append(reqs[v].Descriptors, &rlv3.RateLimitDescriptor{
+				Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: k, Value: fmt.Sprintf("%s-%d", run, v)}},
+			})
+		}
+	}
+	before, serverBefore, err := commandStats(ctx, redisAddr)
 	if err != nil {
 		return result{}, err
 	}
 	cpuBefore, err := cpuTime(s.cmd.Process.Pid)
+	if err != nil {
+		return result{}, err
+	}
+	loadBefore, err := cpuTime(os.Getpid())
 	if err != nil {
 		return result{}, err
 	}
@@ -200,14 +218,8 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 			defer wg.Done()
 			for i := 0; time.Now().Before(deadline); i++ {
 				v := (c + i*callers) % values
-				req := &rlsv3.RateLimitRequest{Domain: "bench"}
-				for _, k := range keys {
-					req.Descriptors = append(req.Descriptors, &rlv3.RateLimitDescriptor{
-						Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: k, Value: fmt.Sprintf("%s-%d", run, v)}},
-					})
-				}
 				t0 := time.Now()
-				res, err := s.client.ShouldRateLimit(ctx, req)
+				res, err := s.client.ShouldRateLimit(ctx, reqs[v]) // read only: shared by the callers
 				lat[c] = append(lat[c], time.Since(t0))
 				switch {
 				case err != nil:
@@ -225,7 +237,11 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 	if err != nil {
 		return result{}, err
 	}
-	after, err := commandStats(ctx, redisAddr)
+	loadAfter, err := cpuTime(os.Getpid())
+	if err != nil {
+		return result{}, err
+	}
+	after, serverAfter, err := commandStats(ctx, redisAddr)
 	if err != nil {
 		return result{}, err
 	}
@@ -247,14 +263,22 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 		admitted:  admitted.Load(),
 		commands:  float64(serverinfo.ClientCommands(before, after)) / float64(len(all)),
 		cpu:       (cpuAfter - cpuBefore) / time.Duration(len(all)),
+		load:      (loadAfter - loadBefore) / time.Duration(len(all)),
+		server:    (serverAfter - serverBefore) / time.Duration(len(all)),
 	}, nil
 }
 
-// commandStats reads INFO commandstats of the server at addr.
-func commandStats(ctx context.Context, addr string) (map[string]serverinfo.Stat, error) {
+// commandStats reads INFO commandstats of the server at addr, and its CPU
+// time.
+func commandStats(ctx context.Context, addr string) (map[string]serverinfo.Stat, time.Duration, error) {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
-	return serverinfo.CommandStats(ctx, c)
+	stats, err := serverinfo.CommandStats(ctx, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	cpu, err := serverinfo.CPU(ctx, c)
+	return stats, time.Duration(cpu) * time.Microsecond, err
 }
 
 func report(services []*service, results [][]result, want int) {
@@ -271,7 +295,7 @@ func report(services []*service, results [][]result, want int) {
 	refP50 := med(ref, func(r result) float64 { return float64(r.p50) })
 	refP99 := med(ref, func(r result) float64 { return float64(r.p99) })
 	cachedRate := med(results[1], func(r result) float64 { return r.perSecond })
-	fmt.Printf("\n%-52s %10s %9s %9s %8s %8s %8s %8s %9s %9s  %s\n", "service (same redis-server, same load)", "requests/s", "p50", "p99", "x rate", "x cached", "x p50", "x p99", "cmds/req", "cpu/req", "admitted per round (exact: "+fmt.Sprint(want)+")")
+	fmt.Printf("\n%-52s %10s %9s %9s %8s %8s %8s %8s %9s %9s %9s %9s  %s\n", "service (same redis-server, same load)", "requests/s", "p50", "p99", "x rate", "x cached", "x p50", "x p99", "cmds/req", "cpu/req", "load/req", "redis/req", "admitted per round (exact: "+fmt.Sprint(want)+")")
 	for i, s := range services {
 		rate := med(results[i], func(r result) float64 { return r.perSecond })
 		p50 := med(results[i], func(r result) float64 { return float64(r.p50) })
@@ -282,13 +306,16 @@ func report(services []*service, results [][]result, want int) {
 		}
 		cmds := med(results[i], func(r result) float64 { return r.commands })
 		cpu := med(results[i], func(r result) float64 { return float64(r.cpu) })
-		fmt.Printf("%-52s %10.0f %9v %9v %8.2f %8.2f %8.2f %8.2f %9.2f %9v  %s\n", s.name, rate,
+		load := med(results[i], func(r result) float64 { return float64(r.load) })
+		server := med(results[i], func(r result) float64 { return float64(r.server) })
+		fmt.Printf("%-52s %10.0f %9v %9v %8.2f %8.2f %8.2f %8.2f %9.2f %9v %9v %9v  %s\n", s.name, rate,
 			time.Duration(p50).Round(10*time.Microsecond), time.Duration(p99).Round(10*time.Microsecond),
-			rate/refRate, rate/cachedRate, p50/refP50, p99/refP99, cmds, time.Duration(cpu).Round(time.Microsecond), strings.Join(adm, " "))
+			rate/refRate, rate/cachedRate, p50/refP50, p99/refP99, cmds, time.Duration(cpu).Round(time.Microsecond), time.Duration(load).Round(time.Microsecond), time.Duration(server).Round(time.Microsecond), strings.Join(adm, " "))
 	}
 	fmt.Println("\nx rate, x p50, x p99: ratios to envoyproxy/ratelimit's (its local cache off) in this run (rate above 1 and latencies below 1 are better);")
 	fmt.Println("x cached: the rate's ratio to envoyproxy/ratelimit's with its local cache on (LOCAL_CACHE_SIZE_IN_BYTES).")
-	fmt.Println("cpu/req: the service process's CPU time (user and system) per request.")
+	fmt.Println("cpu/req: the service process's CPU time (user and system) per request; load/req: this bench's own (the clients');")
+	fmt.Println("redis/req: redis-server's (INFO cpu). The three share the machine's cores.")
 	fmt.Println("cmds/req: commands sent to the server per request: ratelimitd's scripts (a near cache answers some requests with none),")
 	fmt.Println("envoyproxy/ratelimit's INCRBY and EXPIRE per descriptor, pipelined in one round trip.")
 }
