@@ -216,8 +216,9 @@ type Outcome = algorithm.Outcome
 // store is rather than does (in process, the node of a key, a feed of
 // changes) is its Info, read once.
 //
-// Take, Peek and Reset every store implements; TakeAll, Refund, Charge,
-// Acquire and Release a store may leave to Unimplemented, embedded, which answers errors.ErrUnsupported
+// Take, Peek and Reset every store implements; TakeAll, PeekAll, Refund,
+// Charge, Acquire and Release a store may leave to Unimplemented, embedded,
+// which answers errors.ErrUnsupported
 // (the one way a store says it cannot), and Info the zero Info. Every
 // method returns an Outcome or an error, never both: a store that cannot
 // decide returns an error, and the Limiter's failure mode chooses what to
@@ -256,6 +257,15 @@ type Store interface {
 	// is ever admitted over a limit. A call that fails on one shard
 	// returns a ShardError.
 	TakeAll(ctx context.Context, reqs []Request, outs []Outcome) error
+	// PeekAll says what Peek would of each of reqs, into outs (as long as
+	// reqs), in one call: one round trip on a server (on a cluster, one
+	// per shard, sent at once). It records nothing, as Peek, and is no
+	// atomic step: each outcome is its request's at a moment of the call.
+	// ratelimit.Multi's Peek uses it when every Limiter shares the store
+	// (ratelimitd's statuses of the descriptors a denial kept it from
+	// asking). A store that cannot returns an error wrapping
+	// errors.ErrUnsupported, and the caller peeks one by one.
+	PeekAll(ctx context.Context, reqs []Request, outs []Outcome) error
 	// Refund gives back req.Cost of the quota req.Key has in use under
 	// req.Rule, undoing what admissions did (see ratelimit.Limiter.Refund
 	// and package algorithm), and returns what Peek of cost 1 would say
@@ -332,9 +342,10 @@ type Info struct {
 }
 
 // Unimplemented answers the operations of Store that a store may leave out:
-// TakeAll, Refund, Charge, Acquire and Release with an error wrapping
-// errors.ErrUnsupported (callers then decide several requests one by one,
-// and cannot refund, charge or hold permits), and Info with the zero Info. Embed it in a store, which then
+// TakeAll, PeekAll, Refund, Charge, Acquire and Release with an error
+// wrapping errors.ErrUnsupported (callers then decide or peek several
+// requests one by one, and cannot refund, charge or hold permits), and Info
+// with the zero Info. Embed it in a store, which then
 // implements Take, Peek and Reset, and whatever else it can, as the
 // conformance kit's example store does.
 type Unimplemented struct{}
@@ -342,6 +353,11 @@ type Unimplemented struct{}
 // TakeAll implements Store: errors.ErrUnsupported.
 func (Unimplemented) TakeAll(context.Context, []Request, []Outcome) error {
 	return fmt.Errorf("ratelimit/backend: deciding several requests together: %w", errors.ErrUnsupported)
+}
+
+// PeekAll implements Store: errors.ErrUnsupported.
+func (Unimplemented) PeekAll(context.Context, []Request, []Outcome) error {
+	return fmt.Errorf("ratelimit/backend: peeking at several requests together: %w", errors.ErrUnsupported)
 }
 
 // Refund implements Store: errors.ErrUnsupported.

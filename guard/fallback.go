@@ -72,7 +72,9 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 	}).(*shared)
 }
 
-func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, cause error) error {
+// localAll asks op (TakeAll, PeekAll) of the fallback, each request under
+// this instance's share of its rule, for the primary's failure cause.
+func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, op several, cause error) error {
 	if s.fallback == nil {
 		return cause
 	}
@@ -86,7 +88,7 @@ func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []bac
 			return fmt.Errorf("%w (the primary: %w)", err, cause)
 		}
 	}
-	if err := s.fallback.TakeAll(context.WithoutCancel(ctx), shared, outs); answered(err) {
+	if err := op(s.fallback, context.WithoutCancel(ctx), shared, outs); answered(err) {
 		return fmt.Errorf("ratelimit/guard: %w", err)
 	} else if err != nil {
 		return fmt.Errorf("ratelimit/guard: the fallback failed: %w (the primary: %w)", err, cause)

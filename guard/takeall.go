@@ -15,6 +15,21 @@ import (
 // and a failure is charged to the node it failed on when the store says
 // (a backend.ShardError), else to each of them.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	return s.all(ctx, reqs, outs, backend.Store.TakeAll)
+}
+
+// PeekAll implements backend.Store as TakeAll does: the primary's through
+// the breakers of its nodes, the fallback's (this instance's share) while
+// the primary cannot answer.
+func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	return s.all(ctx, reqs, outs, backend.Store.PeekAll)
+}
+
+// several is an operation on several requests: TakeAll or PeekAll.
+type several func(backend.Store, context.Context, []backend.Request, []backend.Outcome) error
+
+// all asks op of the primary, or of the fallback (see TakeAll).
+func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, op several) error {
 	if len(outs) != len(reqs) {
 		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
@@ -27,14 +42,14 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		if callerDone(ctx) {
 			return err
 		}
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
+		return s.localAll(ctx, reqs, outs, op, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	bs := s.breakersOf(reqs)
 	probes, allowed := allowAll(bs)
 	if !allowed {
-		return s.localAll(ctx, reqs, outs, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
+		return s.localAll(ctx, reqs, outs, op, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
-	err := s.primary.TakeAll(ctx, reqs, outs)
+	err := op(s.primary, ctx, reqs, outs)
 	o, blamed := judge(ctx, err), (*breaker)(nil)
 	var shard *backend.ShardError
 	if o == failure && errors.As(err, &shard) {
@@ -44,7 +59,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	if err == nil || errors.Is(err, errors.ErrUnsupported) || callerGone(ctx) {
 		return err
 	}
-	return s.localAll(ctx, reqs, outs, err)
+	return s.localAll(ctx, reqs, outs, op, err)
 }
 
 // breakersOf are the breakers of the nodes that decide reqs, each once.

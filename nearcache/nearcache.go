@@ -337,51 +337,6 @@ func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (bac
 	return s.next.Release(ctx, req, id)
 }
 
-// TakeAll implements backend.Store (errors.ErrUnsupported if the store
-// cannot). When a request of cost 1 has a cached denial, the step
-// is denied here, without the store: nothing is recorded, the outcome of
-// every request with a cached denial is that denial (what Peek says) and
-// the others' are left zero, not decided (see backend.Store's TakeAll), so
-// a flood through ratelimit.Multi (httplimit, grpclimit, ratelimitd) costs
-// no round trip either, nor do the statuses of its other denied keys.
-// Otherwise the store decides, and its denials of cost 1 are cached as
-// Take's are.
-func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	if len(outs) != len(reqs) || !s.trusted() {
-		return s.next.TakeAll(ctx, reqs, outs)
-	}
-	denied := false
-	for i := range reqs {
-		if out, ok := s.lookup(&reqs[i]); ok {
-			if !denied {
-				clear(outs)
-				denied = true
-			}
-			outs[i] = out
-		}
-	}
-	if denied {
-		s.hits.Add(1)
-		return nil
-	}
-	gens := make([]generation, len(reqs))
-	for i := range reqs {
-		gens[i] = s.generation(reqs[i].Key)
-	}
-	sent := time.Now()
-	err := s.next.TakeAll(ctx, reqs, outs)
-	if err != nil {
-		return err
-	}
-	for i := range reqs {
-		if reqs[i].Cost == 1 {
-			s.misses.Add(1)
-			s.consider(&reqs[i], outs[i], sent, gens[i])
-		}
-	}
-	return nil
-}
-
 // Info implements backend.Store: the store's (in process if it is, its
 // nodes, its changes), so that a layer over the cache (a guard keeping a
 // breaker per node, another cache) sees what it would over the store.

@@ -87,3 +87,20 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, rds []*ru
 	}
 	return err
 }
+
+// PeekAll implements backend.Store: each request's Peek, in process (there
+// is no round trip to save). On an error no outcome is given.
+func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("ratelimit/memory: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+	}
+	for i := range reqs {
+		out, err := s.Peek(ctx, reqs[i])
+		if err != nil {
+			clear(outs)
+			return err
+		}
+		outs[i] = out
+	}
+	return nil
+}

@@ -44,17 +44,41 @@ func TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome
 	keys, err := KeysAll(reqs, anyKeys)
 	switch {
 	case errors.Is(err, ErrApart) && apart:
-		return WithContext(ctx, TakeApart(ctx, reqs, outs, func(ctx context.Context, group []backend.Request, op lua.Op, gouts []backend.Outcome) error {
-			keys, err := KeysAll(group, false)
-			if err != nil {
-				return err
-			}
-			return run(ctx, group, keys, op, gouts)
-		}))
+		return WithContext(ctx, TakeApart(ctx, reqs, outs, byTag(run)))
 	case err != nil:
 		return err
 	}
 	return WithContext(ctx, run(ctx, reqs, keys, lua.Take, outs))
+}
+
+// PeekAll is backend.Store's PeekAll for a store whose client runs the
+// script with run: one script (op Look) for every request on a single
+// server (anyKeys) or for one hash tag; keys of several tags by a script
+// per tag, sent at once.
+func PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, anyKeys bool, run Runner) error {
+	if err := CheckAll(reqs, outs); err != nil {
+		return err
+	}
+	keys, err := KeysAll(reqs, anyKeys)
+	switch {
+	case errors.Is(err, ErrApart):
+		groups, order := groupsOf(reqs)
+		return WithContext(ctx, eachGroup(ctx, reqs, outs, groups, order, lua.Look, byTag(run)))
+	case err != nil:
+		return err
+	}
+	return WithContext(ctx, run(ctx, reqs, keys, lua.Look, outs))
+}
+
+// byTag is the GroupDecider of run: a group's requests share a hash tag.
+func byTag(run Runner) GroupDecider {
+	return func(ctx context.Context, group []backend.Request, op lua.Op, gouts []backend.Outcome) error {
+		keys, err := KeysAll(group, false)
+		if err != nil {
+			return err
+		}
+		return run(ctx, group, keys, op, gouts)
+	}
 }
 
 // GroupDecider decides the requests of one group (one hash tag) in one
@@ -66,15 +90,7 @@ type GroupDecider func(ctx context.Context, reqs []backend.Request, op lua.Op, o
 // after a race outs hold the takes of the groups that took and the denials
 // of the one that did not.
 func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, decide GroupDecider) error {
-	groups := map[string][]int{}
-	var order []string
-	for i, req := range reqs {
-		tag := lua.Tag(req.Key)
-		if _, ok := groups[tag]; !ok {
-			order = append(order, tag)
-		}
-		groups[tag] = append(groups[tag], i)
-	}
+	groups, order := groupsOf(reqs)
 	all := true
 	if err := eachGroup(ctx, reqs, outs, groups, order, lua.Peek, decide); err != nil {
 		return err
@@ -86,6 +102,20 @@ func TakeApart(ctx context.Context, reqs []backend.Request, outs []backend.Outco
 		return nil
 	}
 	return eachGroup(ctx, reqs, outs, groups, order, lua.Take, decide)
+}
+
+// groupsOf are the indexes in reqs of the requests of each hash tag, and
+// the tags in the order of their first request.
+func groupsOf(reqs []backend.Request) (groups map[string][]int, order []string) {
+	groups = map[string][]int{}
+	for i, req := range reqs {
+		tag := lua.Tag(req.Key)
+		if _, ok := groups[tag]; !ok {
+			order = append(order, tag)
+		}
+		groups[tag] = append(groups[tag], i)
+	}
+	return groups, order
 }
 
 // maxParallel bounds the groups decided at once: a request may carry many

@@ -245,10 +245,27 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 	return nil
 }
 
+// PeekAll implements backend.Store: one request by its own script or
+// function (Peek); several by one call (All's, op Look) for every request
+// on one server or one hash tag, and on a cluster or a ring, one per tag,
+// sent at once.
+func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
+	defer Recover(s.Name, &err)
+	if len(reqs) == 1 && len(outs) == 1 {
+		outs[0], err = s.Decide(ctx, reqs[0], lua.Peek)
+		return err
+	}
+	if err := PeekAll(ctx, reqs, outs, s.OneServer, s.all); err != nil {
+		clear(outs)
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return nil
+}
+
 // all runs All (or its function: see script) for reqs on keys, with op,
 // into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {
-	acked := s.Acked && op != lua.Peek
+	acked := s.Acked && op != lua.Peek && op != lua.Look
 	reply, err := s.script(ctx, reqs[0], acked, func(fcall bool) ([]int64, error) {
 		return s.Client.RunAll(ctx, reqs, keys, op, fcall, acked)
 	})

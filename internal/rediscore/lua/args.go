@@ -42,6 +42,10 @@ const (
 	Acquire
 	// Release gives that permit back.
 	Release
+	// Look is Peek for several requests peeked together (PeekAll, by
+	// All): a denial boxes nothing, as Peek's. (All's Peek is the first
+	// step of a TakeAll on several shards, whose denials box their keys.)
+	Look
 	numOps
 )
 
@@ -81,7 +85,7 @@ type ruleArgs[T any] struct {
 func NewArgs[T any](format func(int64) T, str func(string) T) *ArgCache[T] {
 	return &ArgCache[T]{format: format, str: str, serverClock: str(""),
 		ops: [numOps]T{Take: str("take"), Peek: str("peek"), Refund: str("refund"), TakeQuiet: str("quiet"),
-			Charge: str("charge"), Undo: str("undo"), Acquire: str("acquire"), Release: str("release")},
+			Charge: str("charge"), Undo: str("undo"), Acquire: str("acquire"), Release: str("release"), Look: str("look")},
 		owned: owner.New()}
 }
 
@@ -116,7 +120,8 @@ func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T { return c.ForAllOp(reqs, Take) }
 
 // ForAllOp returns the arguments of several requests decided together with
-// op: Take (TakeAll) or Peek (every one peeked, nothing written).
+// op: Take (TakeAll), Peek (every one peeked, nothing written but the
+// boxes of the denied) or Look (every one peeked, nothing written).
 func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
 	args := make([]T, 0, ArgsPerRequest*len(reqs))
 	for _, req := range reqs {

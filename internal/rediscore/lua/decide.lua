@@ -1,8 +1,8 @@
 -- Several requests in one atomic step (TakeAll): all admitted and
--- recorded, or none recorded; or several peeked (ARGV[1] == 'peek': the
--- first step of TakeApart, apart.go). A take here is a TakeAll's: a denial
--- writes nothing (quiet) but its penalty box; so does a peek's, which fails
--- its TakeAll.
+-- recorded, or none recorded; or several peeked (ARGV[2] == 'peek': the
+-- first step of TakeApart, apart.go; 'look': PeekAll). A take here is a
+-- TakeAll's: a denial writes nothing (quiet) but its penalty box; so does
+-- a peek's, which fails its TakeAll; a look's boxes nothing.
 -- KEYS  per request, its keys (one; the log and its meta for a sliding log:
 --       keys.go), then its penalty box's if it has one; on a cluster, one
 --       hash tag for all
@@ -79,16 +79,18 @@ local function box_denied(a, o)
 end
 
 -- One request: decided and, if admitted, recorded at once.
-if #ARGV == 9 then return box_denied(1, (decide(1, 1, ARGV[2]))) end
+if #ARGV == 9 and ARGV[2] ~= 'look' then return box_denied(1, (decide(1, 1, ARGV[2]))) end
 
 local out, k = {}, 1
 
--- Several peeked: nothing written but the boxes of the denied.
-if ARGV[2] == 'peek' then
+-- Several peeked: nothing written but the boxes of the denied ('peek': a
+-- TakeAll's first step), or nothing at all ('look': PeekAll).
+if ARGV[2] == 'peek' or ARGV[2] == 'look' then
+  local boxing = ARGV[2] == 'peek'
   for a = 1, #ARGV, 9 do
     local o
     o, k = decide(a, k, 'peek')
-    o = box_denied(a, o)
+    if boxing then o = box_denied(a, o) end
     for j = 1, 5 do out[#out + 1] = o[j] end
   end
   return out
