@@ -230,20 +230,12 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, all []backend.Reque
 	if errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
 	}
-	var fb *backend.Fallback
-	if !errors.As(err, &fb) || len(fb.Rules) != len(reqs) {
-		fb = nil
-	}
 	for j, i := range take {
 		l := m.limiters[i]
 		if err == nil && outs[j].At == 0 {
 			continue // not decided: a layer knew another policy's denial (see backend.Store's TakeAll)
 		}
-		errI := err
-		if fb != nil { // a stand-in's decisions: settled one by one, as a Take's
-			errI = &backend.Fallback{Rules: fb.Rules[j : j+1], Err: fb.Err}
-		}
-		d, lerr := l.settle(ctx, cs[i], reqs[j], OpTake, true, &outs[j], errI, began)
+		d, lerr := l.settle(ctx, cs[i], reqs[j], OpTake, true, &outs[j], shareOf(err, len(reqs), j), began)
 		if lerr != nil {
 			*out = MultiDecision{}
 			return true, lerr

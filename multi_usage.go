@@ -6,14 +6,6 @@ import (
 	"fmt"
 )
 
-// Peek reports what every policy holds for keys[i] without taking any (a
-// check before work whose usage is charged after): the strictest of their
-// peeks, as AllowN would decide a request of cost 1 now. Failures are
-// handled as for AllowN.
-func (m *Multi) Peek(ctx context.Context, keys ...string) (MultiDecision, error) {
-	return m.each(ctx, keys, func(l *Limiter, key string) (Decision, error) { return l.Peek(ctx, key) })
-}
-
 // ChargeN records n of usage under every policy (each Limiter's Charge with
 // keys[i]), whatever their quota: the answer is the strictest of their
 // charges, Allowed when the usage fit in every policy. The charges are made

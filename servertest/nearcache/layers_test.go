@@ -77,8 +77,8 @@ func orders() [][]string {
 // The order of the layers drops no ability: over a cluster's store, every
 // wrapping names each key's node as the store itself (so a guard keeps a
 // breaker per node), tells of the store's changes (so a near cache
-// forgets a key reset elsewhere), decides several requests together and
-// refunds; over the memory store, every wrapping is in process (no time
+// forgets a key reset elsewhere), decides and peeks at several requests
+// together, refunds and charges; over the memory store, every wrapping is in process (no time
 // budget) and tells of no change. guard(nearcache(redis)) once lost the
 // per-node breakers, and a guard was never in process over a cache.
 func TestEveryOrderOfLayersKeepsTheStoresAbilities(t *testing.T) {
@@ -127,6 +127,18 @@ func TestEveryOrderOfLayersKeepsTheStoresAbilities(t *testing.T) {
 				require.NoError(t, err, "Charge")
 				require.EqualValues(t, 26, out.Count, "past the limit")
 				require.False(t, out.Allowed())
+				// Several peeks in one call, on keys of every node.
+				peeks := []backend.Request{{Rule: rule, Key: key, Cost: 1}}
+				for i := 0; i < 6; i++ {
+					peeks = append(peeks, backend.Request{Rule: rule, Key: fmt.Sprint("user-", i), Cost: 1})
+				}
+				outs = make([]backend.Outcome, len(peeks))
+				require.NoError(t, s.PeekAll(ctx, peeks, outs), "PeekAll")
+				require.False(t, outs[0].Allowed())
+				require.EqualValues(t, 26, outs[0].Count)
+				for _, o := range outs[1:] {
+					require.True(t, o.Allowed())
+				}
 			}
 			mi := overMemory.Info()
 			require.True(t, mi.InProcess, "over the memory store, in process")
