@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -87,27 +86,37 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 
 // peekEach fills the statuses of checks, which a denial kept from being
 // asked, with what each holds (a Peek, which records nothing): every
-// descriptor's status is its own, whatever answered the others. The peeks
-// run at once, each its own round trip.
+// descriptor's status is its own, whatever answered the others. They are
+// peeked together (Multi.Peek: on a server one round trip, the store's
+// PeekAll), and over when the check's cost does not fit.
 func peekEach(ctx context.Context, checks []check, res *Result) error {
-	errs := make([]error, len(checks))
-	ds := make([]ratelimit.Decision, len(checks))
-	var wg sync.WaitGroup
-	for i, c := range checks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ds[i], errs[i] = c.limiter.Peek(ctx, c.key) // each goroutine its own slot
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	ds, err := peeks(ctx, checks)
+	if err != nil {
 		return err
 	}
 	for i, c := range checks {
 		record(res, c, ds[i], ds[i].Remaining < c.cost, false, false)
 	}
 	return nil
+}
+
+// peeks are what each of checks (each with a limiter) holds, peeked
+// together.
+func peeks(ctx context.Context, checks []check) ([]ratelimit.Decision, error) {
+	if len(checks) == 0 {
+		return nil, nil
+	}
+	limiters := make([]*ratelimit.Limiter, len(checks))
+	keys := make([]string, len(checks))
+	for i, c := range checks {
+		limiters[i], keys[i] = c.limiter, c.key
+	}
+	m, err := ratelimit.NewMulti(limiters...)
+	if err != nil {
+		return nil, err
+	}
+	md, err := m.Peek(ctx, keys...)
+	return md.Decisions, err
 }
 
 func setDecision(res *Result, c check, d ratelimit.Decision) {
@@ -134,20 +143,31 @@ func impossible(checks []check) int {
 }
 
 // peekAll answers a request that checks[deny] denies whatever the others
-// hold: it records nothing, and the others say what they hold (Peek).
+// hold: it records nothing, and the others say what they hold (peeked
+// together, as peekEach).
 func peekAll(ctx context.Context, checks []check, deny int, res *Result) error {
+	d, err := denied(ctx, checks[deny])
+	if err != nil {
+		return err
+	}
+	record(res, checks[deny], d, true, false, false)
+	var others []check
 	for i, c := range checks {
-		var d ratelimit.Decision
-		var err error
 		if i == deny {
-			d, err = denied(ctx, c)
-		} else if c.limiter != nil {
-			d, err = c.limiter.Peek(ctx, c.key)
+			continue
 		}
-		if err != nil {
-			return err
+		if c.limiter == nil { // a rule of 0 requests: nothing to peek
+			record(res, c, ratelimit.Decision{}, false, false, false)
+			continue
 		}
-		record(res, c, d, i == deny, false, false)
+		others = append(others, c)
+	}
+	ds, err := peeks(ctx, others)
+	if err != nil {
+		return err
+	}
+	for i, c := range others {
+		record(res, c, ds[i], false, false, false)
 	}
 	return nil
 }
