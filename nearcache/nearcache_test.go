@@ -171,15 +171,27 @@ func (down) Peek(context.Context, backend.Request) (backend.Outcome, error) {
 }
 func (down) Reset(context.Context, string, string) error { return errDown }
 
-// counting counts the Takes that reach the store it wraps.
+// counting counts the Takes that reach the store it wraps, and in calls
+// its Takes, Peeks and TakeAlls.
 type counting struct {
 	backend.Store
-	takes atomic.Int64
+	takes, calls atomic.Int64
 }
 
 func (c *counting) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	c.takes.Add(1)
+	c.calls.Add(1)
 	return c.Store.Take(ctx, req)
+}
+
+func (c *counting) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	c.calls.Add(1)
+	return c.Store.Peek(ctx, req)
+}
+
+func (c *counting) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	c.calls.Add(1)
+	return c.Store.TakeAll(ctx, reqs, outs)
 }
 
 // A fallback's denial (beside a *backend.Fallback: the store failed) is
@@ -239,27 +251,6 @@ func TestABoxedKeyStaysLocalForTheBox(t *testing.T) {
 	require.True(t, d.Allowed, "a Reset lets it out")
 }
 
-// calls counts every call that reaches the store it wraps.
-type calls struct {
-	backend.Store
-	n atomic.Int64
-}
-
-func (c *calls) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	c.n.Add(1)
-	return c.Store.Take(ctx, req)
-}
-
-func (c *calls) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	c.n.Add(1)
-	return c.Store.Peek(ctx, req)
-}
-
-func (c *calls) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	c.n.Add(1)
-	return c.Store.TakeAll(ctx, reqs, outs)
-}
-
 // When every policy of a Multi holds a cached denial, the cache answers
 // each policy's status, not only the first's, and a peek of a denied key
 // too: a flood on keys denied by all three policies (ratelimitd's three
@@ -270,7 +261,7 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 	m, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	store := &calls{Store: m}
+	store := &counting{Store: m}
 	s := cached(t, store)
 	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
 	var limiters []*ratelimit.Limiter
@@ -292,7 +283,7 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 	d, err := multi.Allow(ctx, keys...)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
-	before := store.n.Load()
+	before := store.calls.Load()
 	for i := range 100 {
 		clock.Advance(time.Millisecond)
 		d, err := multi.Allow(ctx, keys...)
@@ -310,7 +301,7 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 		require.Equal(t, 0, p.Remaining)
 		require.Equal(t, d.Decisions[1].RetryAfter, p.RetryAfter, "the peek says what the take did")
 	}
-	require.Zero(t, store.n.Load()-before, "no call reached the store")
+	require.Zero(t, store.calls.Load()-before, "no call reached the store")
 	// What the cache answered is the store's own answer at that moment.
 	p := ratelimit.PerMinute(5)
 	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, "c:")
