@@ -85,6 +85,7 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		{"ratelimitd fixed (defaults)", "", "", "redis"},
 		{"ratelimitd fixed, -near-cache 0", "", "0", "redis"},
 		{"ratelimitd fixed, valkey://, -near-cache 0", "", "0", "valkey"},
+		{"ratelimitd fixed, -count-over-limit (as master counts)", "", "count", "redis"},
 		{"ratelimitd sliding log (exact)", "sliding", "", "redis"},
 		{"ratelimitd gcra", "gcra", "", "redis"},
 	} {
@@ -93,7 +94,11 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 			return nil, err
 		}
 		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}
-		if c.flags != "" {
+		switch c.flags {
+		case "":
+		case "count":
+			args = append(args, "-count-over-limit")
+		default:
 			args = append(args, "-near-cache", c.flags)
 		}
 		s, err := startRatelimitd(c.name, bins["ratelimitd"], args)
