@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // The channel of changes (see backend.Info's Changes): a Reset or a Refund is
@@ -17,15 +19,14 @@ import (
 // prefix: changes are rare (an operator's reset, a refund), and a listener
 // keeps what concerns it.
 const (
-	Channel        = "ratelimit:changes"
+	Channel        = lua.Channel
 	HeartbeatEvery = 500 * time.Millisecond
 	HeartbeatLapse = 3 * HeartbeatEvery / 2
 )
 
-// Change is the message of a change to key under prefix.
-func Change(prefix, key string) string {
-	return strconv.Itoa(len(prefix)) + ":" + prefix + key
-}
+// Change is the message of a change to key under prefix (lua.News: the
+// scripts publish the same).
+func Change(prefix, key string) string { return lua.News(prefix, key) }
 
 // heartbeatMark starts a heartbeat, which no Change does (a Change starts
 // with a digit).

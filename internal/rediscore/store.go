@@ -101,8 +101,9 @@ func (s *Store) accepted() {
 
 // The contract's operations, each one FCALL (or EVALSHA): a store of this
 // engine (backend/redis, backend/valkey) embeds Store and has them all,
-// with no hand-forwarding; each adds its own Info. A Charge and a Refund
-// then PUBLISH the change on the channel of changes, as Reset does.
+// with no hand-forwarding; each adds its own Info. The script of a Charge,
+// a Refund or an Undo publishes the change on the channel of changes
+// (lua.News), as Reset does after its DEL.
 
 // Take implements backend.Store.
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
@@ -134,9 +135,9 @@ func (s *Store) Release(ctx context.Context, req backend.Request, id int64) (bac
 	return s.Permit(ctx, req, id, lua.Release)
 }
 
-// Decide makes req's decision for op: one FCALL (or EVALSHA), then, for a
-// Refund or a Charge, the news of the change. A Refund of req.Admitted undoes that
-// admission (lua.Undo).
+// Decide makes req's decision for op: one FCALL (or EVALSHA), which for a
+// Refund or a Charge also publishes the news of the change. A Refund of
+// req.Admitted undoes that admission (lua.Undo).
 func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out backend.Outcome, err error) {
 	defer Recover(s.Name, &err)
 	validate := req.Validate
@@ -158,9 +159,9 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
 	}
-	if op == lua.Refund || op == lua.Undo || op == lua.Charge { // a near cache's denial of the key is no longer exact
-		s.changed(ctx, req.Rule.Prefix(), req.Key)
-	}
+	// A Refund's, an Undo's or a Charge's news (a near cache's denial of
+	// the key is no longer exact) went out from the script, after the
+	// change, in the same call.
 	return out, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 	"github.com/ratelimit-go/ratelimit/servertest/storetest"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
@@ -128,4 +129,54 @@ func TestFunctionsWhereTheServerHasThem(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return store(t, c)
 	})
+}
+
+// A charge, a refund and an undo publish their news (so that other
+// instances' near caches forget the key) from their own script, after the
+// change: one command each. They were two, the script then a PUBLISH:
+// under ratelimitd's -count-over-limit, six commands a request of three
+// descriptors, and 0.32x envoyproxy/ratelimit's rate. A listener hears
+// each, and a refused refund, which changes nothing, tells nothing.
+func TestAChangeIsOneCommandAndIsHeard(t *testing.T) {
+	c, listener := client(t), client(t)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	ctx := context.Background()
+	ps := listener.Subscribe(ctx, lua.Channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err := ps.Receive(ctx) // the subscription's confirmation
+	require.NoError(t, err)
+	heard := func(what string) string {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := ps.ReceiveMessage(rctx)
+		require.NoError(t, err, "%s: no news", what)
+		return msg.Payload
+	}
+	for _, alg := range backend.Algorithms() {
+		l := newLimiter(t, store(t, c), ratelimit.NewPolicy(alg, 5, time.Minute), ratelimit.WithPrefix(prefix(t)+alg.String()+":"))
+		d, err := l.Allow(ctx, "user") // loads the functions
+		require.NoError(t, err)
+		want := lua.News(prefix(t)+alg.String()+":", "user")
+		for _, op := range []struct {
+			name string
+			do   func() error
+		}{
+			{"Charge", func() error { _, err := l.Charge(ctx, "user", 2); return err }},
+			{"Refund", func() error { _, err := l.Refund(ctx, "user", 1); return err }},
+			{"Undo", func() error { _, err := l.Undo(ctx, "user", 1, d); return err }},
+		} {
+			sent := hook.n.Load()
+			require.NoError(t, op.do(), "%v: %s", alg, op.name)
+			require.EqualValues(t, 1, hook.n.Load()-sent, "%v: %s is one command", alg, op.name)
+			require.Equal(t, want, heard(op.name), "%v: %s's news", alg, op.name)
+		}
+		_, err = l.Refund(ctx, "user", 100) // more than held: refused
+		require.ErrorIs(t, err, ratelimit.ErrInvalidCost)
+	}
+	// The refused refunds told nothing: each next news was the next
+	// algorithm's charge, and the last one's is a Reset's.
+	require.NoError(t, store(t, c).Reset(ctx, "after:", "x"))
+	require.Equal(t, lua.News("after:", "x"), heard("Reset"))
 }

@@ -15,8 +15,9 @@ import (
 const ArgsPerRequest = 9
 
 // MaxArgs is the most arguments For returns (one.lua's: an undo's or a
-// permit's id in ARGV[8], a penalty box's length in ARGV[9]).
-const MaxArgs = 9
+// permit's id in ARGV[8], a penalty box's length in ARGV[9], the news of a
+// change in ARGV[10]).
+const MaxArgs = 10
 
 // Op is what the script does with a request.
 type Op uint8
@@ -100,7 +101,8 @@ func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 	ra := c.ruleArgs(req.Rule)
 	args = append(c.appendArgs(args, req, op, ra), ra.policy...)
 	undo := op == Undo || op == Acquire || op == Release
-	if undo || ra.block != nil { // ARGV[8] and [9], whatever the policy's length
+	news := op == Charge || op == Refund || op == Undo // published by the script
+	if undo || ra.block != nil || news { // ARGV[8] and [9], whatever the policy's length
 		if len(ra.policy) == 2 {
 			args = append(args, c.serverClock) // the empty string: no third number
 		}
@@ -110,8 +112,14 @@ func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 			args = append(args, c.serverClock)
 		}
 	}
-	if ra.block != nil {
+	switch {
+	case ra.block != nil:
 		args = append(args, *ra.block)
+	case news:
+		args = append(args, c.serverClock) // no penalty box
+	}
+	if news {
+		args = append(args, c.str(News(req.Rule.Prefix(), req.Key)))
 	}
 	return args
 }

@@ -57,3 +57,10 @@ local quiet, pending = false, nil
 -- puts it there. one.lua reads the box, box.lua answers so after a body;
 -- inline, not functions: a call of one request creates no closure.
 local kblock, block, boxed_until, op0, now0, maxcost
+
+-- news, for a charge, a refund or an undo of one request, is the message
+-- box.lua publishes on the channel of changes once the change is made, so
+-- that other instances' near caches forget the key (rediscore's Listener);
+-- a refused refund changes nothing and tells nothing. A publication the
+-- server refuses (an ACL) fails nothing: the change itself was made.
+local news

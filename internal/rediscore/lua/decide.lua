@@ -11,7 +11,7 @@
 --       '', the penalty box's length (µs) or ''
 -- Returns 5 integers per request, as one.lua's reply
 -- (the algorithms' functions come first: lua.go.)
-quiet, pending = true, nil -- set by every call: a library keeps them between calls
+quiet, pending, news = true, nil, nil -- set by every call: a library keeps them between calls
 local server_now -- read once: every request of one step is decided at one time
 
 -- The penalty box of the request decide is at (kblock, block, now0,

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/ratelimit-go/ratelimit/backend"
@@ -172,3 +173,14 @@ func HashTag(key string) string {
 // algorithm (the text between the braces): a cluster client routes key's
 // state by it (go-redis's MasterForKey, valkey-go's Completed.SetSlot).
 func Tag(key string) string { return escape(key) }
+
+// Channel is the channel of changes (rediscore's Listener follows it): the
+// scripts publish on it the news of a charge, a refund or an undo (News),
+// and a store the news of a Reset.
+const Channel = "ratelimit:changes"
+
+// News is the message of a change to key under prefix: prefix's length,
+// a colon, prefix and key.
+func News(prefix, key string) string {
+	return strconv.Itoa(len(prefix)) + ":" + prefix + key
+}

@@ -50,13 +50,16 @@ var (
 	// sliding is the sliding log's functions, both forms.
 	sliding = slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
 
+	// epilogue is box.lua with the channel of changes written in.
+	epilogue = strings.Replace(box, "'CHANNEL'", "'"+Channel+"'", 1)
+
 	// The bodies of the O(1) algorithms, each after the read of its state
 	// and before the penalty box's epilogue, which returns the answer.
-	fixedBody, counterBody, gcraBody = state + fixed + box, state + counter + box, state + gcra + box
+	fixedBody, counterBody, gcraBody = state + fixed + epilogue, state + counter + epilogue, state + gcra + epilogue
 
 	// slidingBody calls the sliding log's function (the functions, sliding,
 	// come first).
-	slidingBody = "local r = sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock, at)\n" + box
+	slidingBody = "local r = sliding(ka, kb, op, now, cost, retain, p1, p2, own_clock, at)\n" + epilogue
 
 	// prelude is common.lua with the bounds of package backend, the TTL
 	// slack and the largest skew written in.

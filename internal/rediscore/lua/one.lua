@@ -7,7 +7,9 @@
 --       (µs, or '' for the server's TIME), cost, retention (ms), then the
 --       policy: limit and window (µs), or for GCRA burst, unit and drain
 --       (algorithm.Rate); for 'undo', ARGV[8] is the time (µs) of the
---       admission it gives back
+--       admission it gives back; ARGV[9] the penalty box's length (µs) or
+--       ''; for 'charge', 'refund' and 'undo', ARGV[10] the news to
+--       publish
 -- Returns allowed (0 | 1; 2 for a refused refund), count, reset_at (µs),
 --       retry_after (µs), now (µs)
 local ka, kb, op, now, cost, retain = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -19,7 +21,7 @@ if own_clock then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-block = tonumber(ARGV[9])
+block, news = tonumber(ARGV[9]), ARGV[10]
 kblock = block and KEYS[#KEYS] or nil -- a penalty box: its key is the last
 op0, now0, maxcost, boxed_until = op, now, p1, nil
 if kblock then
