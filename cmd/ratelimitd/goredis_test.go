@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"net/url"
 	"testing"
 
@@ -35,5 +37,23 @@ func TestGoRedisClientsHonourTheContext(t *testing.T) {
 		}
 		require.True(t, honoured, raw)
 		require.NoError(t, c.Close())
+	}
+}
+
+// Under -count-over-limit every hit is a charge, which a near cache never
+// answers: none is made (it only heard every other instance's charges).
+func TestNoNearCacheWhenEveryHitCounts(t *testing.T) {
+	for _, count := range []bool{false, true} {
+		o, err := parseFlags([]string{"-config", "x.yaml"}, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err)
+		o.countOverLimit = count
+		s, err := openStore("redis://127.0.0.1:1", o, nil, slog.Default())
+		require.NoError(t, err)
+		if count {
+			require.Zero(t, s.near, "-count-over-limit: no near cache")
+		} else {
+			require.Equal(t, o.nearCache, s.near, "the default's")
+		}
+		require.NoError(t, s.Close())
 	}
 }

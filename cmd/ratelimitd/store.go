@@ -52,7 +52,8 @@ func (s *stores) Close() error {
 // rediss, rediss-cluster and valkeys are the same over TLS. On a server the
 // guard (degraded mode: a breaker per node and a local fallback deciding
 // Limit/instances of each policy) is on unless noGuard, and the near cache
-// (denials answered in process) holds nearCache keys (0: none).
+// (denials answered in process) holds nearCache keys (0: none; none under
+// -count-over-limit, where no hit is answered in process).
 func openStore(raw string, o options, obs *promlimit.Observer, log *slog.Logger) (*stores, error) {
 	s, err := openStores(raw, o, obs, log)
 	if err != nil {
@@ -123,7 +124,10 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 		}
 		s.top, s.guard = g, g
 	}
-	if o.nearCache > 0 {
+	// Under -count-over-limit every hit is a charge, which a near cache
+	// never answers, and no denial is ever cached: the cache would only
+	// hear every other instance's charges (a message each) for nothing.
+	if o.nearCache > 0 && !o.countOverLimit {
 		n, err := nearcache.New(s.top, nearcache.WithSize(o.nearCache))
 		if err != nil {
 			return nil, err
