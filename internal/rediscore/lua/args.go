@@ -101,7 +101,8 @@ func (c *ArgCache[T]) AppendFor(args []T, req backend.Request, op Op) []T {
 	ra := c.ruleArgs(req.Rule)
 	args = append(c.appendArgs(args, req, op, ra), ra.policy...)
 	undo := op == Undo || op == Acquire || op == Release
-	news := op == Charge || op == Refund || op == Undo // published by the script
+	// A charge's, a refund's or an undo's news is published by the script.
+	news := op == Charge || op == Refund || op == Undo
 	if undo || ra.block != nil || news { // ARGV[8] and [9], whatever the policy's length
 		if len(ra.policy) == 2 {
 			args = append(args, c.serverClock) // the empty string: no third number
