@@ -3,7 +3,6 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,27 +11,14 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/internal/counted"
 )
 
-// peeks counts the peeks that reach the store it wraps; without PeekAll it
-// answers errors.ErrUnsupported there, as a store that cannot.
-type peeks struct {
-	backend.Store
-	noPeekAll     bool
-	one, together atomic.Int64
-}
+// withoutPeekAll is a store that cannot peek at several requests together.
+type withoutPeekAll struct{ backend.Store }
 
-func (p *peeks) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	p.one.Add(1)
-	return p.Store.Peek(ctx, req)
-}
-
-func (p *peeks) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	if p.noPeekAll {
-		return backend.Unimplemented{}.PeekAll(ctx, reqs, outs)
-	}
-	p.together.Add(1)
-	return p.Store.PeekAll(ctx, reqs, outs)
+func (withoutPeekAll) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	return backend.Unimplemented{}.PeekAll(ctx, reqs, outs)
 }
 
 // Multi.Peek asks a store that peeks at several requests in one call once
@@ -44,7 +30,11 @@ func TestMultiPeekIsOneCall(t *testing.T) {
 		m, err := memory.New()
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = m.Close() })
-		s := &peeks{Store: m, noPeekAll: noPeekAll}
+		var next backend.Store = m
+		if noPeekAll {
+			next = withoutPeekAll{m}
+		}
+		s := counted.New(next)
 		var limiters []*ratelimit.Limiter
 		for i, p := range []ratelimit.Policy{ratelimit.PerMinute(3), ratelimit.PerHour(10), ratelimit.TokenBucket(5, time.Second, 5)} {
 			l, err := ratelimit.New(s, p, ratelimit.WithPrefix(string(rune('a'+i))+":"))
@@ -58,15 +48,15 @@ func TestMultiPeekIsOneCall(t *testing.T) {
 			_, err := multi.Allow(ctx, keys...)
 			require.NoError(t, err)
 		}
-		one := s.one.Load()
+		one := s.Peeks.Load()
 		md, err := multi.Peek(ctx, keys...)
 		require.NoError(t, err)
 		require.False(t, md.Allowed, "per minute is spent")
 		if noPeekAll {
-			require.EqualValues(t, 3, s.one.Load()-one, "one by one")
+			require.EqualValues(t, 3, s.Peeks.Load()-one, "one by one")
 		} else {
-			require.EqualValues(t, 1, s.together.Load(), "one call")
-			require.Equal(t, one, s.one.Load(), "and no Peek")
+			require.EqualValues(t, 1, s.PeekAlls.Load(), "one call")
+			require.Equal(t, one, s.Peeks.Load(), "and no Peek")
 		}
 		for i, l := range limiters {
 			d, err := l.Peek(ctx, keys[i])

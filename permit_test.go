@@ -13,18 +13,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/counted"
 )
-
-// counting counts the Acquire calls (renewals included) that reach a store.
-type counting struct {
-	backend.Store
-	acquires atomic.Int64
-}
-
-func (c *counting) Acquire(ctx context.Context, req backend.Request, id int64) (backend.Outcome, error) {
-	c.acquires.Add(1)
-	return c.Store.Acquire(ctx, req, id)
-}
 
 // A held Permit renews its lease while the work runs, however long, and
 // Release gives it back at once; a Limiter of another policy refuses
@@ -35,7 +25,7 @@ func TestAPermitIsRenewedWhileHeld(t *testing.T) {
 	m, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	s := &counting{Store: m}
+	s := counted.New(m)
 	clock := conformance.NewManualClock(time.Unix(1_700_000_000, 0))
 	const lease = 30 * time.Millisecond // renewed every 10ms of real time
 	l, err := ratelimit.New(s, ratelimit.Concurrency(1, lease), ratelimit.WithCallerClock(clock.Now))
@@ -47,8 +37,8 @@ func TestAPermitIsRenewedWhileHeld(t *testing.T) {
 	require.True(t, d.Allowed)
 	require.Equal(t, 1, d.Count)
 	for range 5 {
-		seen := s.acquires.Load()
-		require.Eventually(t, func() bool { return s.acquires.Load() > seen+1 }, 10*time.Second, time.Millisecond, "a renewal")
+		seen := s.Acquires.Load()
+		require.Eventually(t, func() bool { return s.Acquires.Load() > seen+1 }, 10*time.Second, time.Millisecond, "a renewal")
 		clock.Advance(lease * 9 / 10) // past what the lease was before the renewal
 		other, d, err := l.Acquire(ctx, "job")
 		require.NoError(t, err)

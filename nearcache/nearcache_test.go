@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/conformance"
 	"github.com/ratelimit-go/ratelimit/guard"
+	"github.com/ratelimit-go/ratelimit/internal/counted"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
@@ -171,29 +172,6 @@ func (down) Peek(context.Context, backend.Request) (backend.Outcome, error) {
 }
 func (down) Reset(context.Context, string, string) error { return errDown }
 
-// counting counts the Takes that reach the store it wraps, and in calls
-// its Takes, Peeks and TakeAlls.
-type counting struct {
-	backend.Store
-	takes, calls atomic.Int64
-}
-
-func (c *counting) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	c.takes.Add(1)
-	c.calls.Add(1)
-	return c.Store.Take(ctx, req)
-}
-
-func (c *counting) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	c.calls.Add(1)
-	return c.Store.Peek(ctx, req)
-}
-
-func (c *counting) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	c.calls.Add(1)
-	return c.Store.TakeAll(ctx, reqs, outs)
-}
-
 // A fallback's denial (beside a *backend.Fallback: the store failed) is
 // never held: it is approximate, and the store may be back on the next
 // call. Every request of a flood reaches the guard, and the fallback.
@@ -201,7 +179,7 @@ func TestAFallbacksDenialIsNotHeld(t *testing.T) {
 	local, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = local.Close() })
-	fallback := &counting{Store: local}
+	fallback := counted.New(local)
 	g, err := guard.New(down{}, guard.WithFallback(fallback, 1))
 	require.NoError(t, err)
 	s := cached(t, g)
@@ -213,7 +191,7 @@ func TestAFallbacksDenialIsNotHeld(t *testing.T) {
 		require.Equal(t, ratelimit.SourceFallback, d.Source)
 		require.Equal(t, i < 2, d.Allowed, "request %d", i)
 	}
-	require.Equal(t, int64(20), fallback.takes.Load(), "no denial answered by the cache")
+	require.Equal(t, int64(20), fallback.Takes.Load(), "no denial answered by the cache")
 	require.Zero(t, s.Hits())
 }
 
@@ -261,7 +239,7 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 	m, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	store := &counting{Store: m}
+	store := counted.New(m)
 	s := cached(t, store)
 	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
 	var limiters []*ratelimit.Limiter
@@ -283,7 +261,7 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 	d, err := multi.Allow(ctx, keys...)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
-	before := store.calls.Load()
+	before := store.Calls()
 	for i := range 100 {
 		clock.Advance(time.Millisecond)
 		d, err := multi.Allow(ctx, keys...)
@@ -301,7 +279,7 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 		require.Equal(t, 0, p.Remaining)
 		require.Equal(t, d.Decisions[1].RetryAfter, p.RetryAfter, "the peek says what the take did")
 	}
-	require.Zero(t, store.calls.Load()-before, "no call reached the store")
+	require.Zero(t, store.Calls()-before, "no call reached the store")
 	// What the cache answered is the store's own answer at that moment.
 	p := ratelimit.PerMinute(5)
 	rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, "c:")

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/internal/counted"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 )
 
@@ -47,23 +47,6 @@ func TestEveryStoreFailureIsUnavailable(t *testing.T) {
 	assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
 }
 
-// peekCounter counts the peeks that reach the store it wraps: Peek calls,
-// and PeekAll calls.
-type peekCounter struct {
-	backend.Store
-	one, together atomic.Int64
-}
-
-func (p *peekCounter) Peek(ctx context.Context, req backend.Request) (backend.Outcome, error) {
-	p.one.Add(1)
-	return p.Store.Peek(ctx, req)
-}
-
-func (p *peekCounter) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	p.together.Add(1)
-	return p.Store.PeekAll(ctx, reqs, outs)
-}
-
 // When the near cache answers one descriptor's denial, the statuses of the
 // others, which it did not ask, are peeked in one call of the store (one
 // round trip on a server): they were peeked one by one, a round trip each
@@ -73,8 +56,8 @@ func TestUnaskedStatusesArePeekedInOneCall(t *testing.T) {
 	m, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
-	counted := &peekCounter{Store: m}
-	cache, err := nearcache.New(counted)
+	store := counted.New(m)
+	cache, err := nearcache.New(store)
 	require.NoError(t, err)
 	svc, _ := newService(t, rules, cache)
 	r := req(desc("user", "alice"), desc("site", "s1"), desc("log", "x"))
@@ -83,13 +66,13 @@ func TestUnaskedStatusesArePeekedInOneCall(t *testing.T) {
 	}
 	res := decide(t, svc, r) // the store's denial, cached
 	require.True(t, res.OverLimit)
-	one, together := counted.one.Load(), counted.together.Load()
+	peeks, peekAlls := store.Peeks.Load(), store.PeekAlls.Load()
 	res = decide(t, svc, r) // the cache's
 	over, per := verdicts(res)
 	assert.True(t, over)
 	assert.Equal(t, []bool{true, false, false}, per)
 	assert.Equal(t, 7, res.Statuses[1].Decision.Remaining, "site: 10 a minute, 3 taken")
 	assert.Equal(t, 1, res.Statuses[2].Decision.Remaining, "log: 4 in 10 s, 3 taken")
-	assert.Equal(t, int64(1), counted.together.Load()-together, "one PeekAll")
-	assert.Equal(t, one, counted.one.Load(), "and no Peek")
+	assert.Equal(t, int64(1), store.PeekAlls.Load()-peekAlls, "one PeekAll")
+	assert.Equal(t, peeks, store.Peeks.Load(), "and no Peek")
 }
