@@ -27,9 +27,14 @@ import (
 // serve runs a real gRPC server (the standard health service) behind the
 // interceptor, over an in-memory connection, and returns a client of it.
 func serve(t *testing.T, i *grpclimit.Interceptor) healthpb.HealthClient {
+	return serveHealth(t, i, health.NewServer())
+}
+
+// serveHealth is serve with h as the health service.
+func serveHealth(t *testing.T, i *grpclimit.Interceptor, h healthpb.HealthServer) healthpb.HealthClient {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(i.Unary()), grpc.StreamInterceptor(i.Stream()))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	healthpb.RegisterHealthServer(srv, h)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufconn",

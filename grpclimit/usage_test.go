@@ -2,19 +2,15 @@ package grpclimit_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
@@ -52,17 +48,7 @@ func TestAUsageRuleChargesWhatTheHandlerReports(t *testing.T) {
 	tokens := limiter(t, memoryStore(t), ratelimit.TokenBucket(1000, time.Minute, 1000), ratelimit.WithName("tokens"))
 	i, err := grpclimit.New([]grpclimit.Rule{{Limiter: tokens, Key: grpclimit.Method(), Usage: true}})
 	require.NoError(t, err)
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(i.Unary()), grpc.StreamInterceptor(i.Stream()))
-	healthpb.RegisterHealthServer(srv, reporting{})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	client := healthpb.NewHealthClient(conn)
+	client := serveHealth(t, i, reporting{})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "tokens", "400")
 
 	var codesSeen []codes.Code
@@ -109,18 +95,8 @@ func TestAnInFlightRuleHoldsAPermitWhileAStreamIsOpen(t *testing.T) {
 	perMinute := limiter(t, s, ratelimit.PerMinute(100), ratelimit.WithName("per-minute"))
 	i, err := grpclimit.New([]grpclimit.Rule{{Limiter: streams, Key: grpclimit.Method()}, {Limiter: perMinute, Key: grpclimit.Method()}})
 	require.NoError(t, err)
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(i.Unary()), grpc.StreamInterceptor(i.Stream()))
 	w := waiting{entered: make(chan struct{}, 2), leave: make(chan struct{})}
-	healthpb.RegisterHealthServer(srv, w)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	client := healthpb.NewHealthClient(conn)
+	client := serveHealth(t, i, w)
 	ctx := context.Background()
 
 	first, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
