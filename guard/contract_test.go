@@ -45,6 +45,17 @@ func TestTheFallbacksDecisionComesBesideTheFailure(t *testing.T) {
 	require.Equal(t, []int64{5, 10}, []int64{fb.Rules[0].MaxCost(), fb.Rules[1].MaxCost()}, "a quarter of the limit, of GCRA's burst")
 	require.Equal(t, []int64{2, 2}, []int64{outs[0].Count, outs[1].Count})
 
+	// Several peeks (PeekAll) are the fallback's too, each under its share,
+	// and record nothing.
+	for range 2 {
+		err = s.PeekAll(ctx, []backend.Request{{Rule: perMinute, Key: "k", Cost: 1}, {Rule: perHour, Key: "k", Cost: 1}}, outs)
+		require.ErrorAs(t, err, &fb)
+		require.ErrorIs(t, err, backend.ErrStore)
+		require.Len(t, fb.Rules, 2, "a rule for each request")
+		require.Equal(t, []int64{5, 10}, []int64{fb.Rules[0].MaxCost(), fb.Rules[1].MaxCost()})
+		require.Equal(t, []int64{2, 2}, []int64{outs[0].Count, outs[1].Count}, "what the takes left, nothing more")
+	}
+
 	// The Limiter makes of it the fallback's Decision, and no error.
 	l, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.FixedWindow, 20, time.Minute), ratelimit.WithPrefix("m:"))
 	require.NoError(t, err)
