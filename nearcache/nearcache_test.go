@@ -290,3 +290,47 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Duration(want.RetryAfter)*time.Microsecond, got.RetryAfter)
 }
+
+// PeekAll answers the requests with a cached denial itself and asks the
+// store for the rest in one call, each answer the store's own.
+func TestPeekAllAsksOnlyForWhatItDoesNotHold(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	store := counted.New(m)
+	s := cached(t, store)
+	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
+	var limiters []*ratelimit.Limiter
+	for _, prefix := range []string{"a:", "b:", "c:"} {
+		l, err := ratelimit.New(s, ratelimit.PerMinute(2), ratelimit.WithPrefix(prefix), ratelimit.WithCallerClock(clock.Now))
+		require.NoError(t, err)
+		limiters = append(limiters, l)
+	}
+	ctx := context.Background()
+	for _, l := range limiters[:2] { // a: and b: at their limit, their denials cached
+		for range 3 {
+			_, err := l.Allow(ctx, "v")
+			require.NoError(t, err)
+		}
+	}
+	_, err = limiters[2].Allow(ctx, "v") // c: one of two
+	require.NoError(t, err)
+	multi, err := ratelimit.NewMulti(limiters...)
+	require.NoError(t, err)
+	peekAlls, peeks, hits := store.PeekAlls.Load(), store.Peeks.Load(), s.Hits()
+	md, err := multi.Peek(ctx, "v", "v", "v")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), s.Hits()-hits, "a: and b: answered here")
+	require.Equal(t, int64(1), store.PeekAlls.Load()-peekAlls, "the rest in one call")
+	require.Equal(t, peeks, store.Peeks.Load())
+	require.Equal(t, []bool{false, false, true}, []bool{md.Decisions[0].Allowed, md.Decisions[1].Allowed, md.Decisions[2].Allowed})
+	for i, l := range limiters { // the store's own answers, past the cache
+		p := l.Policy()
+		rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, string(rune('a'+i))+":")
+		require.NoError(t, err)
+		want, err := m.Peek(ctx, backend.Request{Rule: rule, Key: "v", Cost: 1, Now: clock.Now().UnixMicro()})
+		require.NoError(t, err)
+		require.Equal(t, int(want.Count), md.Decisions[i].Count, "policy %d", i)
+		require.Equal(t, time.Duration(want.RetryAfter)*time.Microsecond, md.Decisions[i].RetryAfter, "policy %d", i)
+	}
+}
