@@ -73,7 +73,7 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 		})
 	}
 	c.failed(err)
-	return reply, err
+	return reply, rediscore.WithContext(ctx, err) // a read timeout: capped's deadline
 }
 
 // RunAll implements rediscore.Client: the FCALL of All's function, or the
@@ -87,7 +87,7 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 		words = append(words, k)
 	}
 	words = append(words, c.args.ForAllOp(reqs, op)...)
-	cmd := new(goredis.IntSliceCmd)
+	cmd := new(decision)
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
 	reply, err := rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
@@ -97,7 +97,7 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 		return c.send(ctx, cmd, words)
 	})
 	c.failed(err)
-	return reply, err
+	return reply, rediscore.WithContext(ctx, err)
 }
 
 // Del implements rediscore.Client: one DEL.
@@ -142,12 +142,23 @@ func (c *conn) capped(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, c.readTimeout)
 }
 
+// decision is the command of a decision (its FCALL, EVALSHA or EVAL), which
+// go-redis never sends twice: a decision is not idempotent, and go-redis
+// resends a command whose connection broke after it was written (the
+// server may have run it: a failover, a network that drops the reply), so
+// one request would count twice. go-redis still sends it again when it
+// never reached the server (a connection that failed before the write).
+type decision struct{ goredis.IntSliceCmd }
+
+// NoRetry tells go-redis not to resend the command once written.
+func (*decision) NoRetry() bool { return true }
+
 // call is one decision's FCALL or EVALSHA: the command, its words, and its
 // key, which the words point to. Its room for a second key and a word more
 // is kept: without it a sliding log's decision allocated once more
 // (TestAllocationsPerDecision).
 type call struct {
-	cmd   goredis.IntSliceCmd
+	cmd   decision
 	words [3 + 2 + lua.MaxArgs]any
 	keys  [2]string
 }
@@ -174,13 +185,13 @@ func noScript(words []any) {
 // send sends words, an FCALL or an EVALSHA, as cmd, routed by the first key
 // (the 4th word). After NOSCRIPT (a restart, a SCRIPT FLUSH) an EVALSHA
 // becomes the EVAL of its script.
-func (c *conn) send(ctx context.Context, cmd *goredis.IntSliceCmd, words []any) ([]int64, error) {
-	*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+func (c *conn) send(ctx context.Context, cmd *decision, words []any) ([]int64, error) {
+	cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
 	cmd.SetFirstKeyPos(3) // for a cluster client: the first key is the 4th word
 	err := c.client.Process(ctx, cmd)
 	if err != nil && words[0] == evalsha && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		noScript(words)
-		*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+		cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
 		cmd.SetFirstKeyPos(3)
 		err = c.client.Process(ctx, cmd)
 	}

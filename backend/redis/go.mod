@@ -1,6 +1,6 @@
 module github.com/ratelimit-go/ratelimit/backend/redis
 
-go 1.23.0
+go 1.26.0
 
 // This module lives in the ratelimit repository and is developed against
 // its root: replace the root module by the directory two levels up.
@@ -8,17 +8,14 @@ replace github.com/ratelimit-go/ratelimit => ../..
 
 require (
 	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.18.0
-	github.com/stretchr/testify v1.10.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/davecgh/go-spew v1.1.1 // indirect
-	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/kr/text v0.2.0 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -28,12 +28,11 @@
 // finishes in the background, at the cost of a goroutine per call). Either way
 // a call that timed out may still have been decided on the server.
 //
-// A decision is never retried after a timeout: go-redis retries a command
-// whose reply timed out, which would count a request twice, but not once the
-// caller's context is done, and the store ends every call's context by the
-// client's read timeout. (A connection that breaks after the server ran the
-// script and before its reply, in a crash or a failover, is still retried by
-// go-redis: that instant is the one case where a request can count twice.)
+// A decision is never sent twice: go-redis resends a command whose
+// connection broke or whose reply timed out, which would count a request
+// twice, but a decision's command tells it not to once written (a
+// connection that broke before the write is still retried). A call whose
+// reply was lost fails, though the server may have counted it.
 //
 // # Clock
 //

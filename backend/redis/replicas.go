@@ -78,14 +78,14 @@ func (c *conn) deleteAcked(ctx context.Context, keys []string, key string) error
 
 // acked runs the script's words as cmd and WAIT in one pipeline on the
 // master of key's slot, and requires the replicas' acknowledgement.
-func (c *conn) acked(ctx context.Context, cmd *goredis.IntSliceCmd, words []any, key string) ([]int64, error) {
+func (c *conn) acked(ctx context.Context, cmd *decision, words []any, key string) ([]int64, error) {
 	target, err := c.pipelineFor(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	run := func() (*goredis.Cmd, error) {
 		pipe := target.Pipeline()
-		*cmd = *goredis.NewIntSliceCmd(ctx, words...)
+		cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
 		_ = pipe.Process(ctx, cmd)
 		wait := pipe.Do(ctx, "wait", c.ackReplicas, c.ackTimeout.Milliseconds())
 		_, err := pipe.Exec(ctx)

@@ -260,3 +260,35 @@ func SlowServer(t *testing.T, addr string, store backend.Store) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Error(t, pingErr, "returned at its 50ms deadline (after %v), not when the server answered again", elapsed)
 }
+
+// NotRetriedOnABrokenConnection: the connection breaks after the server ran
+// a decision and before its reply came back (a failover, a network that
+// drops): the request counted on the server, and the caller cannot know it.
+// go-redis once sent the script again on a new connection and answered
+// allowed, so one request counted twice. Now the call fails and the server
+// holds the one request.
+func NotRetriedOnABrokenConnection(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	srv := testserver.Get(t, kind)
+	gate := testserver.NewGate(t, srv.Addr)
+	ctx := context.Background()
+	p := ratelimit.Policy{Limit: 10, Window: time.Hour}
+	pre := Prefix()
+	l := Limiter(t, newStore(t, gate.Addr), p, pre, ratelimit.WithTimeout(10*time.Second))
+	_, err := l.Peek(ctx, "warm") // connected, script loaded
+	require.NoError(t, err)
+
+	gate.Hold()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(ctx, "user")
+		done <- err
+	}()
+	<-gate.Waiting() // the server decided: its reply waits at the gate
+	gate.Break()
+	gate.Release()
+	require.Error(t, <-done, "the reply was lost: the caller cannot know whether it counted")
+
+	d, err := Limiter(t, newStore(t, srv.Addr), p, pre).Peek(ctx, "user")
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Count, "the request counted once: a retry would make 2")
+}

@@ -33,6 +33,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("a decision that timed out is not retried, so it counts at most once", func(t *testing.T) {
 		NotRetried(t, kind, newStore, ratelimit.DefaultTimeout)
 	})
+	t.Run("a decision whose reply was lost is not sent again", func(t *testing.T) { NotRetriedOnABrokenConnection(t, kind, newStore) })
 	t.Run("recovers from SCRIPT FLUSH and FUNCTION FLUSH, counting each request once", func(t *testing.T) { scriptFlushed(t, addr, newStore) })
 	t.Run("SCRIPT FLUSH and FUNCTION FLUSH under load reach no caller", func(t *testing.T) { scriptFlush(t, addr, newStore) })
 	t.Run("a slow server does not hold a caller past its deadline", func(t *testing.T) { SlowServer(t, addr, newStore(t, addr)) })

@@ -19,6 +19,8 @@ type Gate struct {
 	mu      sync.Mutex
 	open    chan struct{} // closed while the gate is open
 	waiting chan struct{} // closed once a reply waits at the held gate
+	// conns are the connections passing now (both sides), for Break.
+	conns []net.Conn
 }
 
 // NewGate starts a gate to the server at target, open, stopped when t ends.
@@ -30,18 +32,14 @@ func NewGate(t testing.TB, target string) *Gate {
 	}
 	g := &Gate{Addr: l.Addr().String(), open: make(chan struct{}), waiting: make(chan struct{})}
 	close(g.open)
-	var mu sync.Mutex
-	var conns []net.Conn
 	done := false
 	t.Cleanup(func() {
 		_ = l.Close()
 		g.Release()
-		mu.Lock()
+		g.mu.Lock()
 		done = true
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
+		g.mu.Unlock()
+		g.Break()
 	})
 	go func() {
 		for {
@@ -54,15 +52,15 @@ func NewGate(t testing.TB, target string) *Gate {
 				_ = client.Close()
 				continue
 			}
-			mu.Lock()
+			g.mu.Lock()
 			if done {
-				mu.Unlock()
+				g.mu.Unlock()
 				_ = client.Close()
 				_ = server.Close()
 				return
 			}
-			conns = append(conns, client, server)
-			mu.Unlock()
+			g.conns = append(g.conns, client, server)
+			g.mu.Unlock()
 			go func() { _, _ = io.Copy(server, client); _ = server.Close() }()
 			go g.replies(client, server)
 		}
@@ -121,6 +119,19 @@ func (g *Gate) Waiting() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.waiting
+}
+
+// Break closes every connection passing now, both sides, as a network
+// that fails does: a reply held at the gate is lost, and the client sees
+// its connection end after it sent its command. Later connections pass.
+func (g *Gate) Break() {
+	g.mu.Lock()
+	conns := g.conns
+	g.conns = nil
+	g.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // Release lets every held reply through, in order, and the next ones at
