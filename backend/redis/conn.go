@@ -38,6 +38,12 @@ type conn struct {
 	// write within ackTimeout (WithReplicaAck).
 	ackReplicas int
 	ackTimeout  time.Duration
+	// pipe, if not nil, is the client's auto-pipeliner, through which
+	// decisions go (WithAutoPipeline asks for it: autoPipeline, with
+	// autoOptions).
+	pipe         *goredis.AutoPipeliner
+	autoPipeline bool
+	autoOptions  *goredis.AutoPipelineOptions
 }
 
 // Run implements rediscore.Client: req's FCALL or EVALSHA, with its words and
@@ -65,7 +71,7 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 		reply, err = rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
 			return c.acked(ctx, &k.cmd, words, req.Key)
 		})
-	case c.honoursContext: // the hot path: no closure
+	case c.honoursContext || c.pipe != nil: // the hot path: no closure
 		reply, err = c.send(ctx, &k.cmd, words)
 	default:
 		reply, err = rediscore.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
@@ -90,7 +96,7 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 	cmd := new(decision)
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
-	reply, err := rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
+	reply, err := rediscore.Bounded(ctx, name, c.honoursContext || (c.pipe != nil && !acked), func(ctx context.Context) ([]int64, error) {
 		if acked {
 			return c.acked(ctx, cmd, words, reqs[0].Key)
 		}
@@ -188,12 +194,15 @@ func noScript(words []any) {
 func (c *conn) send(ctx context.Context, cmd *decision, words []any) ([]int64, error) {
 	cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
 	cmd.SetFirstKeyPos(3) // for a cluster client: the first key is the 4th word
-	err := c.client.Process(ctx, cmd)
-	if err != nil && words[0] == evalsha && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+	done, err := c.process(ctx, cmd)
+	if done && err != nil && words[0] == evalsha && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		noScript(words)
 		cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
 		cmd.SetFirstKeyPos(3)
-		err = c.client.Process(ctx, cmd)
+		done, err = c.process(ctx, cmd)
+	}
+	if !done {
+		return nil, err
 	}
 	return cmd.Val(), err
 }

@@ -115,6 +115,9 @@ func New(client Client, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%s: %w: WithReplicaAck(%d, %v): want at least 1 replica and 1ms",
 			name, backend.ErrInvalidArgument, c.ackReplicas, c.ackTimeout)
 	}
+	if err := c.startPipeline(client); err != nil {
+		return nil, err
+	}
 	return &Store{c: c, core: core{Name: name, Client: c, Acked: c.ackReplicas > 0, OneServer: !c.routed}}, nil
 }
 
