@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
 // Every go-redis client ratelimitd builds honours the caller's context, so
@@ -55,5 +62,51 @@ func TestNoNearCacheWhenEveryHitCounts(t *testing.T) {
 			require.Equal(t, o.nearCache, s.near, "the default's")
 		}
 		require.NoError(t, s.Close())
+	}
+}
+
+// By default the decisions of concurrent requests share the auto-pipeliner's
+// connection: 64 callers at once hold 3 connections or fewer on the server
+// (one for the batches, one for a FUNCTION LOAD, the near cache's
+// subscription), where -redis-auto-pipeline=false holds more.
+func TestConcurrentDecisionsShareAConnection(t *testing.T) {
+	addr := testserver.Own(t, testserver.Redis).Addr
+	admin := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	clients := func() int {
+		list, err := admin.ClientList(context.Background()).Result()
+		require.NoError(t, err)
+		return strings.Count(list, "\n") - 1 // the admin's own
+	}
+	for _, pipelined := range []bool{true, false} {
+		args := []string{"-config", "x.yaml"}
+		if !pipelined {
+			args = append(args, "-redis-auto-pipeline=false")
+		}
+		o, err := parseFlags(args, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err)
+		s, err := openStore("redis://"+addr+"?pool_size=64", o, nil, slog.Default())
+		require.NoError(t, err)
+		rule, err := backend.NewRule(backend.FixedWindow, 100, time.Hour, 0, time.Hour, "pipe:")
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					_, err := s.top.Take(context.Background(), backend.Request{Rule: rule, Key: "k", Cost: 1})
+					require.NoError(t, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if pipelined {
+			require.LessOrEqual(t, clients(), 3, "the batches', a FUNCTION LOAD's and the subscription's")
+		} else {
+			require.Greater(t, clients(), 3, "without: a connection per caller at once")
+		}
+		require.NoError(t, s.Close())
+		require.Eventually(t, func() bool { return clients() == 0 }, 5*time.Second, 10*time.Millisecond)
 	}
 }

@@ -45,7 +45,7 @@ func (s *stores) Close() error {
 // openStore builds the store -store names:
 //
 //	memory                                   this process alone (no server)
-//	redis://host:port/db?opts                one Redis (go-redis's URL options)
+//	redis://host:port/db?opts                one Redis (go-redis's URL options; -redis-auto-pipeline)
 //	redis-cluster://h1:p1,h2:p2?opts         a Redis cluster, through any of its nodes
 //	valkey://host:port?addr=h2:p2&opts       Valkey or Redis through valkey-go (a cluster is detected)
 //
@@ -85,7 +85,11 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 			return nil, err
 		}
 		s.closers = append(s.closers, c.Close)
-		if server, err = redis.New(c); err != nil {
+		var opts []redis.Option
+		if o.autoPipeline {
+			opts = append(opts, redis.WithAutoPipeline(nil))
+		}
+		if server, err = redis.New(c, opts...); err != nil {
 			return nil, err
 		}
 	case "valkey", "valkeys":
