@@ -157,7 +157,8 @@ func floor(name, text string, limitless bool) maker {
 var floorAddr string
 
 // networkMakers are the limiters on the server at addr: this library's
-// Redis (go-redis) and Valkey (valkey-go) backends under each algorithm, and
+// Redis (go-redis, and go-redis auto-pipelined: WithAutoPipeline) and Valkey
+// (valkey-go) backends under each algorithm, and
 // the peers' Redis stores, every one with 64 connections per CPU at most.
 func networkMakers(addr string, conns int) []maker {
 	floorAddr = addr
@@ -169,6 +170,13 @@ func networkMakers(addr string, conns int) []maker {
 		ms = append(ms, ours("ratelimit redis "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c := newGoRedis()
 			s, err := redis.New(c)
+			return s, func() { _ = c.Close() }, err
+		}))
+	}
+	for _, alg := range backend.Algorithms() {
+		ms = append(ms, ours("ratelimit redis pipelined "+alg.String(), alg, func() (backend.Store, func(), error) {
+			c := newGoRedis()
+			s, err := redis.New(c, redis.WithAutoPipeline(nil))
 			return s, func() { _ = c.Close() }, err
 		}))
 	}

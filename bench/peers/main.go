@@ -62,6 +62,12 @@ func scenarios(goroutines int) []scenario {
 		// 20 per second per key at server speed (30-80 calls per key per
 		// second on 2 cores): some admitted, most denied, as under load.
 		{name: fmt.Sprintf("redis, %d goroutines", goroutines), network: true, limit: 20, window: time.Second, warm: 1, goroutines: goroutines, reference: "go-redis/redis_rate (GCRA)"},
+		// The same two ends as in process: every call denied, every call
+		// admitted (each writes), so that the server's time a decision
+		// compares at one mix whatever each contender's speed (above, the
+		// faster one denies more, and a denial costs the server less).
+		{name: fmt.Sprintf("redis, denying, %d goroutines", goroutines), network: true, limit: 100, window: 24 * time.Hour, warm: 101, goroutines: goroutines, reference: "go-redis/redis_rate (GCRA)"},
+		{name: fmt.Sprintf("redis, admitting, %d goroutines", goroutines), network: true, limit: 10_000, window: 10 * time.Millisecond, warm: 1, goroutines: goroutines, reference: "go-redis/redis_rate (GCRA)"},
 	}
 }
 
@@ -325,15 +331,17 @@ func report(out io.Writer, c config, sc scenario, rows []row) error {
 		return err
 	}
 	if sc.network {
-		fmt.Fprint(out, "valkey-go over go-redis, decisions/s:")
-		for _, alg := range backend.Algorithms() {
-			i := slices.IndexFunc(rows, func(r row) bool { return r.Contender == "ratelimit redis "+alg.String() })
-			j := slices.IndexFunc(rows, func(r row) bool { return r.Contender == "ratelimit valkey "+alg.String() })
-			if i >= 0 && j >= 0 {
-				fmt.Fprintf(out, " %s %.2fx", alg, rows[j].DecisionsPerSec/rows[i].DecisionsPerSec)
+		for _, other := range []struct{ name, row string }{{"valkey-go", "ratelimit valkey "}, {"go-redis auto-pipelined", "ratelimit redis pipelined "}} {
+			fmt.Fprintf(out, "%s over go-redis, decisions/s:", other.name)
+			for _, alg := range backend.Algorithms() {
+				i := slices.IndexFunc(rows, func(r row) bool { return r.Contender == "ratelimit redis "+alg.String() })
+				j := slices.IndexFunc(rows, func(r row) bool { return r.Contender == other.row+alg.String() })
+				if i >= 0 && j >= 0 {
+					fmt.Fprintf(out, " %s %.2fx", alg, rows[j].DecisionsPerSec/rows[i].DecisionsPerSec)
+				}
 			}
+			fmt.Fprintln(out)
 		}
-		fmt.Fprintln(out)
 	}
 	return nil
 }

@@ -81,26 +81,25 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		return nil, err
 	}
 	out = append(out, cached)
-	for _, c := range []struct{ name, alg, flags, scheme string }{
-		{"ratelimitd fixed (defaults)", "", "", "redis"},
-		{"ratelimitd fixed, -near-cache 0", "", "0", "redis"},
-		{"ratelimitd fixed, valkey://, -near-cache 0", "", "0", "valkey"},
-		{"ratelimitd fixed, -count-over-limit (as master counts)", "", "count", "redis"},
-		{"ratelimitd sliding log (exact)", "sliding", "", "redis"},
-		{"ratelimitd gcra", "gcra", "", "redis"},
+	for _, c := range []struct {
+		name, alg string
+		flags     []string
+		scheme    string
+	}{
+		{"ratelimitd fixed (defaults)", "", nil, "redis"},
+		{"ratelimitd fixed, -near-cache 0", "", []string{"-near-cache", "0"}, "redis"},
+		{"ratelimitd fixed, -near-cache 0, no auto-pipeline", "", []string{"-near-cache", "0", "-redis-auto-pipeline=false"}, "redis"},
+		{"ratelimitd fixed, valkey://, -near-cache 0", "", []string{"-near-cache", "0"}, "valkey"},
+		{"ratelimitd fixed, -count-over-limit (as master counts)", "", []string{"-count-over-limit"}, "redis"},
+		{"ratelimitd sliding log (exact)", "sliding", nil, "redis"},
+		{"ratelimitd gcra", "gcra", nil, "redis"},
 	} {
 		path := filepath.Join(dir, fmt.Sprintf("ratelimitd-%d.yaml", len(out)))
 		if err := os.WriteFile(path, []byte(config(limit, c.alg, descriptorKeys(descriptors))), 0o644); err != nil {
 			return nil, err
 		}
 		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}
-		switch c.flags {
-		case "":
-		case "count":
-			args = append(args, "-count-over-limit")
-		default:
-			args = append(args, "-near-cache", c.flags)
-		}
+		args = append(args, c.flags...)
 		s, err := startRatelimitd(c.name, bins["ratelimitd"], args)
 		if err != nil {
 			return nil, err
