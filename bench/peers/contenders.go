@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -153,6 +154,32 @@ func floor(name, text string, limitless bool) maker {
 	}}
 }
 
+// sortedSetLog is the sorted-set log of the articles behind this project,
+// at its least: prune what left the window, count, add a unique member
+// (this process's sequence) when under the limit, renew the TTL. The floor under an exact log whose
+// limit is too long for a string (lua's short_log).
+const sortedSetLog = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.floor(window / 1000) + 1000)
+return 1`
+
+// sortedSetFloor is a reference row (see floor) deciding by sortedSetLog.
+func sortedSetFloor() maker {
+	lua := goredis.NewScript(sortedSetLog)
+	var seq atomic.Int64
+	return maker{name: "floor: a sorted-set log (ZREMRANGEBYSCORE, ZCARD, ZADD, PEXPIRE)", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
+		c := goredis.NewClient(&goredis.Options{Addr: floorAddr, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
+		return contender{close: func() { _ = c.Close() }, allow: func(ctx context.Context, key string) (bool, error) {
+			n, err := lua.Run(ctx, c, []string{ns + key}, window.Microseconds(), limit, seq.Add(1)).Int64()
+			return n == 1, err
+		}}, nil
+	}}
+}
+
 // floorAddr is the server of the floor rows (networkMakers sets it).
 var floorAddr string
 
@@ -205,6 +232,7 @@ func networkMakers(addr string, conns int) []maker {
 		}},
 		floor("floor: a script of return 1", "return 1", true),
 		floor("floor: a minimal fixed window (INCR, PEXPIRE)", minimalFixed, false),
+		sortedSetFloor(),
 		maker{name: "ulule/limiter redis", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
 			c := newGoRedis()
 			s, err := uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: ns, MaxRetry: 3})
