@@ -20,8 +20,17 @@ import (
 // Otherwise the store decides, and its denials of cost 1 are cached as
 // Take's are.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	if len(outs) != len(reqs) || !s.trusted() {
+	if len(outs) != len(reqs) {
 		return s.next.TakeAll(ctx, reqs, outs)
+	}
+	if !s.trusted() {
+		if err := s.next.TakeAll(ctx, reqs, outs); err != nil {
+			return err
+		}
+		for i := range reqs {
+			s.admitted(&reqs[i], outs[i])
+		}
+		return nil
 	}
 	denied := false
 	for i := range reqs {
@@ -51,6 +60,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 			s.misses.Add(1)
 			s.consider(&reqs[i], outs[i], sent, gens[i])
 		}
+		s.admitted(&reqs[i], outs[i])
 	}
 	return nil
 }

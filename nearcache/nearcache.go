@@ -180,7 +180,11 @@ func (s *Store) Close() error {
 // cached denial is denied here; anything else is the store's.
 func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	if !cacheable(&req) || !s.trusted() {
-		return s.next.Take(ctx, req)
+		out, err := s.next.Take(ctx, req)
+		if err == nil {
+			s.admitted(&req, out)
+		}
+		return out, err
 	}
 	k := slotOf(&req)
 	if c, ok := s.cache.Get(k); ok {
@@ -195,8 +199,24 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 	out, err := s.next.Take(ctx, req)
 	if err == nil {
 		s.consider(&req, out, sent, gen)
+		s.admitted(&req, out)
 	}
 	return out, err
+}
+
+// admitted ends the key's cached denials when req, on the caller's clock,
+// was admitted. That clock may step back, and the key's time then stays at
+// its latest decision's (package algorithm's rules), where a denial cached
+// before the admission may no longer hold: a larger request (the store's to
+// decide) admitted in a fixed window's next one, the clock a millisecond
+// back, and the cache denied what the store admits. The change it counts
+// keeps a denial decided before the admission and arriving after it from
+// being cached. On the store's clock time never steps back, and nothing is
+// admitted before a cached denial ends but after a change the cache hears.
+func (s *Store) admitted(req *backend.Request, out backend.Outcome) {
+	if req.Now != 0 && req.Rule != nil && out.Allowed() {
+		s.forget(req.Rule.Prefix(), req.Key)
+	}
 }
 
 // cacheable reports a request the cache may answer: of cost 1, under a

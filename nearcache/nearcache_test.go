@@ -334,3 +334,36 @@ func TestPeekAllAsksOnlyForWhatItDoesNotHold(t *testing.T) {
 		require.Equal(t, time.Duration(want.RetryAfter)*time.Microsecond, md.Decisions[i].RetryAfter, "policy %d", i)
 	}
 }
+
+// On the caller's clock time may step back, and a key's time then stays
+// where its latest decision left it (package algorithm's rules). A denial
+// cached until a fixed window's end once answered again after a larger
+// request, which the store decides itself, was admitted in the next window
+// and the clock stepped back a millisecond: the store decides at the key's
+// time, in the new window, and admits (the conformance kit found it when its
+// clock's hour aligned a window so).
+func TestAnAdmissionEndsACachedDenial(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	s := cached(t, m)
+	start := time.Unix(1_800_000_000, 0) // a window's start: a multiple of the second
+	clock := conformance.NewManualClock(start)
+	l, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.FixedWindow, 10, time.Second), ratelimit.WithCallerClock(clock.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = l.AllowN(ctx, "k", 10)
+	require.NoError(t, err)
+	d, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "at the limit: the cache holds the denial to the window's end")
+	clock.Advance(time.Second) // the next window
+	d, err = l.AllowN(ctx, "k", 2)
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "cost 2 is the store's to decide: the new window admits it")
+	clock.Advance(-time.Millisecond) // behind the key's time: decided at it
+	d, err = l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "the store admits at the key's time, in the new window")
+	require.Equal(t, 3, d.Count)
+}
