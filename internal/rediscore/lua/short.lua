@@ -239,23 +239,29 @@ end
 -- fresh key. Any other error is raised as the server gave it (READONLY,
 -- OOM: the client acts on the code).
 local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock, at)
-  local v, long = redis.pcall('GET', log), limit > short_log -- v: the short log, or false for no key
+  if limit > short_log then -- the sorted set's: its TYPE, where a GET of it would be an error
+    local t = redis.call('TYPE', log).ok
+    if t == 'string' then
+      if op ~= 'take' and op ~= 'charge' then
+        return decide_short(log, op, now, cost, retain, limit, window, redis.call('GET', log), nil, at)
+      end
+      log_from_short(log, meta, now, window, retain)
+    elseif t ~= 'zset' and t ~= 'none' then
+      redis.call('DEL', log, meta)
+    end
+    return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at)
+  end
+  local v, long = redis.pcall('GET', log), false -- v: the short log, or false for no key
   if type(v) == 'table' then
     if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
     if redis.call('TYPE', log).ok ~= 'zset' then
       redis.call('DEL', log, meta)
       v = false
-    elseif not long and (op == 'take' or op == 'charge') then
+    elseif op == 'take' or op == 'charge' then
       v = short_from_log(log, meta, now, window, retain) -- nil: too long to move
       long = v == nil
     else
       long = true -- the sorted set, as it is
-    end
-  elseif v and long then
-    if op == 'take' or op == 'charge' then
-      log_from_short(log, meta, now, window, retain)
-    else
-      long = false -- the short log, as it is
     end
   end
   if long then return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at) end
