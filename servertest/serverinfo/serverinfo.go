@@ -91,6 +91,22 @@ func CPU(ctx context.Context, c *goredis.Client) (int64, error) {
 	return int64(total * 1e6), nil
 }
 
+// Reads reads INFO stats' total_reads_processed: the read events the
+// server has handled since it started, one per arrival of a client's bytes
+// however many commands they hold (pipelined commands share one).
+func Reads(ctx context.Context, c *goredis.Client) (int64, error) {
+	info, err := c.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO stats: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO stats: no total_reads_processed")
+}
+
 // Scripts is what stats say of the scripts: FCALL's, EVALSHA's and EVAL's
 // calls and time, which include the commands the scripts call.
 func Scripts(stats map[string]Stat) Stat {
