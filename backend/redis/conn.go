@@ -132,12 +132,12 @@ func (c *conn) failed(err error) {
 	}
 }
 
-// capped ends ctx no later than the client's read timeout. go-redis retries
-// a command whose reply timed out, but first waits on the caller's context:
-// a context that is done by then stops the retry. A decision is not
-// idempotent (the server may have recorded the first attempt), so it must
-// never be retried; the Limiter's time budget (100ms by default) is already
-// shorter than go-redis's read timeout, and this covers a longer one.
+// capped ends ctx no later than the client's read timeout, so that a call
+// whose budget is longer fails then with an error that says
+// context.DeadlineExceeded (WithContext), as one within its budget does.
+// The Limiter's time budget (100ms by default) is already shorter than
+// go-redis's read timeout. (go-redis would not resend it either: see
+// decision.)
 func (c *conn) capped(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.readTimeout <= 0 {
 		return ctx, func() {}
