@@ -236,18 +236,7 @@ func TestABoxedKeyStaysLocalForTheBox(t *testing.T) {
 // answered the first denial alone, and the caller peeked the others at the
 // store, one round trip each.
 func TestEveryCachedDenialIsAnswered(t *testing.T) {
-	m, err := memory.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	store := counted.New(m)
-	s := cached(t, store)
-	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
-	var limiters []*ratelimit.Limiter
-	for _, prefix := range []string{"a:", "b:", "c:"} {
-		l, err := ratelimit.New(s, ratelimit.PerMinute(5), ratelimit.WithPrefix(prefix), ratelimit.WithCallerClock(clock.Now))
-		require.NoError(t, err)
-		limiters = append(limiters, l)
-	}
+	m, store, _, clock, limiters := threeLimiters(t, 5)
 	multi, err := ratelimit.NewMulti(limiters...)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -291,9 +280,9 @@ func TestEveryCachedDenialIsAnswered(t *testing.T) {
 	require.Equal(t, time.Duration(want.RetryAfter)*time.Microsecond, got.RetryAfter)
 }
 
-// PeekAll answers the requests with a cached denial itself and asks the
-// store for the rest in one call, each answer the store's own.
-func TestPeekAllAsksOnlyForWhatItDoesNotHold(t *testing.T) {
+// threeLimiters are three Limiters of perMinute (prefixes a:, b:, c:) on
+// the caller's clock over a cache over a counted memory store.
+func threeLimiters(t *testing.T, perMinute int) (*memory.Store, *counted.Store, *nearcache.Store, *conformance.ManualClock, []*ratelimit.Limiter) {
 	m, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
@@ -302,10 +291,17 @@ func TestPeekAllAsksOnlyForWhatItDoesNotHold(t *testing.T) {
 	clock := conformance.NewManualClock(time.Unix(1_800_000_000, 0))
 	var limiters []*ratelimit.Limiter
 	for _, prefix := range []string{"a:", "b:", "c:"} {
-		l, err := ratelimit.New(s, ratelimit.PerMinute(2), ratelimit.WithPrefix(prefix), ratelimit.WithCallerClock(clock.Now))
+		l, err := ratelimit.New(s, ratelimit.PerMinute(perMinute), ratelimit.WithPrefix(prefix), ratelimit.WithCallerClock(clock.Now))
 		require.NoError(t, err)
 		limiters = append(limiters, l)
 	}
+	return m, store, s, clock, limiters
+}
+
+// PeekAll answers the requests with a cached denial itself and asks the
+// store for the rest in one call, each answer the store's own.
+func TestPeekAllAsksOnlyForWhatItDoesNotHold(t *testing.T) {
+	m, store, s, clock, limiters := threeLimiters(t, 2)
 	ctx := context.Background()
 	for _, l := range limiters[:2] { // a: and b: at their limit, their denials cached
 		for range 3 {
@@ -313,7 +309,7 @@ func TestPeekAllAsksOnlyForWhatItDoesNotHold(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	_, err = limiters[2].Allow(ctx, "v") // c: one of two
+	_, err := limiters[2].Allow(ctx, "v") // c: one of two
 	require.NoError(t, err)
 	multi, err := ratelimit.NewMulti(limiters...)
 	require.NoError(t, err)
