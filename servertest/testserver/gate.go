@@ -75,7 +75,7 @@ func (g *Gate) replies(client, server net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			g.pass()
+			g.pass(buf[0] == '*')
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -86,13 +86,18 @@ func (g *Gate) replies(client, server net.Conn) {
 	}
 }
 
-// pass returns once the gate is open, saying it waits while it is not.
-func (g *Gate) pass() {
+// pass returns once the gate is open, saying it waits while it is not;
+// a reply that is no array passes.
+func (g *Gate) pass(array bool) {
 	g.mu.Lock()
 	open, waiting := g.open, g.waiting
 	select {
 	case <-open:
 	default:
+		if !array {
+			g.mu.Unlock()
+			return
+		}
 		select {
 		case <-waiting:
 		default:
@@ -103,8 +108,13 @@ func (g *Gate) pass() {
 	<-open
 }
 
-// Hold holds every reply from now until Release.
-func (g *Gate) Hold() {
+// HoldArrays holds, from now until Release, every reply that is an array
+// (a script's decision) and what follows it on its connection; the rest
+// passes: a new connection's handshake, a client's keep-alive PING, an
+// error. A test that waits for a decision's reply must not be told of
+// those (valkey-go opens a connection and pings on its own). The reply's
+// kind is read from the first byte one read returns.
+func (g *Gate) HoldArrays() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	select {
@@ -114,7 +124,7 @@ func (g *Gate) Hold() {
 	}
 }
 
-// Waiting is closed once a reply waits at the gate held by the last Hold.
+// Waiting is closed once a reply waits at the gate held by the last HoldArrays.
 func (g *Gate) Waiting() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
