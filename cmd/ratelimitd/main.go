@@ -87,6 +87,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer st.Close()
+	warmCtx, cancelWarm := context.WithTimeout(ctx, warmBound)
+	if err := warm(warmCtx, st.server); err != nil {
+		log.Warn("the store did not answer the warm-up: serving all the same", "error", err)
+	}
+	cancelWarm()
 	if st.memory != nil {
 		if err := promlimit.RegisterMemoryStore(reg, "memory", st.memory); err != nil {
 			return err

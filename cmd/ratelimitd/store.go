@@ -27,7 +27,8 @@ var errStoreURL = errors.New("invalid -store")
 // (degraded mode) over it, the near cache over that.
 type stores struct {
 	top     backend.Store
-	guard   *guard.Store // nil on the memory store or with -guard=false
+	server  backend.Store // a server's store under every layer (nil: memory)
+	guard   *guard.Store  // nil on the memory store or with -guard=false
 	memory  *memory.Store
 	near    int // the near cache's size, 0 without one
 	closers []func() error
@@ -108,7 +109,7 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 	default:
 		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster, redis-sentinel or valkey", errStoreURL, u.Scheme)
 	}
-	s.top = server
+	s.top, s.server = server, server
 	if !o.noGuard {
 		local, err := memory.New(o.memoryOptions()...)
 		if err != nil {
