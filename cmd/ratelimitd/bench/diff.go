@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -252,7 +255,35 @@ func diffSet(bins map[string]string, set []string, reqs []*rlsv3.RateLimitReques
 			fmt.Printf("  %v\n    %s\n", compact(req), why)
 		}
 	}
+	if n := svcs[1].fallbacks(); n > 0 {
+		fmt.Printf("  ratelimitd's guard answered %d decisions from its local fallback (the store failed or timed out)\n", n)
+	}
 	return differ, turned, nil
+}
+
+// fallbacks is how many of ratelimitd's decisions its guard answered from
+// its local fallback (ratelimit_decisions_total{source="fallback"} on its
+// admin listener): answers a differing count may come from; 0 when it
+// cannot tell.
+func (s *service) fallbacks() int {
+	resp, err := http.Get("http://" + s.admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "ratelimit_decisions_total{") && strings.Contains(line, `source="fallback"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
+		}
+	}
+	return n
 }
 
 // errRefused is a service that did not start on a configuration.
@@ -267,7 +298,7 @@ func startFromEnv(name, bin, dir, redisAddr string, extra ...string) (*service, 
 	if err != nil {
 		return nil, err
 	}
-	s := &service{name: name, cmd: exec.Command(bin)}
+	s := &service{name: name, cmd: exec.Command(bin), admin: "127.0.0.1:" + ports[2]}
 	s.cmd.Env = append(os.Environ(),
 		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
 		"PORT="+ports[0], "GRPC_PORT="+ports[1], "DEBUG_PORT="+ports[2],

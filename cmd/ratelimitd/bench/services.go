@@ -20,6 +20,7 @@ import (
 type service struct {
 	name   string
 	cmd    *exec.Cmd
+	admin  string // its admin (debug) listener, where the differential started it
 	conn   *grpc.ClientConn
 	client rlsv3.RateLimitServiceClient
 }
