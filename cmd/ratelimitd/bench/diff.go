@@ -238,6 +238,7 @@ func diffSet(bins map[string]string, set []string, reqs []*rlsv3.RateLimitReques
 	}
 	for _, req := range reqs {
 		var res [2]*rlsv3.RateLimitResponse
+		began := time.Now()
 		for i, s := range svcs {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			res[i], err = s.client.ShouldRateLimit(ctx, req)
@@ -247,7 +248,7 @@ func diffSet(bins map[string]string, set []string, reqs []*rlsv3.RateLimitReques
 			}
 		}
 		if why := compare(res[0], res[1]); why != "" {
-			if acrossTurn(res[0], res[1]) {
+			if acrossTurn(res[0], res[1]) || turnedBetween(res[0], began, time.Now()) {
 				turned++
 				continue
 			}
@@ -370,6 +371,27 @@ func acrossTurn(up, ours *rlsv3.RateLimitResponse) bool {
 			continue
 		}
 		if gap := a.GetDurationUntilReset().AsDuration() - ours.GetStatuses()[i].GetDurationUntilReset().AsDuration(); gap > time.Second || gap < -time.Second {
+			return true
+		}
+	}
+	return false
+}
+
+// unitLengths are the units whose windows turn on whole multiples of
+// their length since the epoch, as both services align them.
+var unitLengths = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
+	rlsv3.RateLimitResponse_RateLimit_SECOND: time.Second,
+	rlsv3.RateLimitResponse_RateLimit_MINUTE: time.Minute,
+	rlsv3.RateLimitResponse_RateLimit_HOUR:   time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
+}
+
+// turnedBetween reports whether the window of one of res's limits turned
+// between began and ended (the two services were asked in turn then): a
+// per-second limit's resets cannot show it, both being under a second.
+func turnedBetween(res *rlsv3.RateLimitResponse, began, ended time.Time) bool {
+	for _, st := range res.GetStatuses() {
+		if d, ok := unitLengths[st.GetCurrentLimit().GetUnit()]; ok && !began.Truncate(d).Equal(ended.Truncate(d)) {
 			return true
 		}
 	}
