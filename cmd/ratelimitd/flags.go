@@ -105,7 +105,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.instances, "instances", 1, "ratelimitd instances sharing the store: while it is down, each decides Limit/instances locally")
 	fs.BoolVar(&o.noGuard, "no-guard", false, "on a server store, fail (Envoy's failure_mode_deny decides) instead of deciding locally while the store is down")
 	fs.IntVar(&o.nearCache, "near-cache", 10_000, "on a server store, denials answered in process until they expire (keys; 0: none)")
-	fs.BoolVar(&o.autoPipeline, "redis-auto-pipeline", false, "redis, redis-cluster and redis-sentinel stores: the decisions of concurrent requests share one write and one read (go-redis's experimental auto-pipeliner); off by default: the differential run against envoyproxy/ratelimit found answers out of order with it")
+	fs.BoolVar(&o.autoPipeline, "redis-auto-pipeline", true, "redis, redis-cluster and redis-sentinel stores: the decisions of concurrent requests share one write and one read (go-redis's auto-pipeliner); false: a connection and a round trip each")
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM or SIGINT, how long readiness fails while requests are still served, before the listeners close (Kubernetes: the readiness probe's period or more)")

@@ -66,10 +66,10 @@ func TestNoNearCacheWhenEveryHitCounts(t *testing.T) {
 	}
 }
 
-// With -redis-auto-pipeline the decisions of concurrent requests reach the
-// server in batches: 64 callers at once cost it fewer reads
-// (total_reads_processed) than half their decisions, where the default
-// costs one a decision (both measured in the same run).
+// By default the decisions of concurrent requests reach the server in
+// batches: 64 callers at once cost it fewer reads (total_reads_processed)
+// than half their decisions, where -redis-auto-pipeline=false costs one a
+// decision (both measured in the same run).
 func TestConcurrentDecisionsShareReads(t *testing.T) {
 	addr := testserver.Own(t, testserver.Redis).Addr
 	admin := goredis.NewClient(&goredis.Options{Addr: addr})
@@ -82,8 +82,8 @@ func TestConcurrentDecisionsShareReads(t *testing.T) {
 	perDecision := map[bool]float64{}
 	for _, pipelined := range []bool{true, false} {
 		args := []string{"-config", "x.yaml", "-near-cache", "0"} // every decision the store's
-		if pipelined {
-			args = append(args, "-redis-auto-pipeline")
+		if !pipelined {
+			args = append(args, "-redis-auto-pipeline=false")
 		}
 		o, err := parseFlags(args, func(string) string { return "" }, io.Discard)
 		require.NoError(t, err)

@@ -89,7 +89,7 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 	}{
 		{"ratelimitd fixed (defaults)", "", nil, "redis"},
 		{"ratelimitd fixed, -near-cache 0", "", []string{"-near-cache", "0"}, "redis"},
-		{"ratelimitd fixed, -near-cache 0, -redis-auto-pipeline", "", []string{"-near-cache", "0", "-redis-auto-pipeline"}, "redis"},
+		{"ratelimitd fixed, -near-cache 0, no auto-pipeline", "", []string{"-near-cache", "0", "-redis-auto-pipeline=false"}, "redis"},
 		{"ratelimitd fixed, valkey://, -near-cache 0", "", []string{"-near-cache", "0"}, "valkey"},
 		{"ratelimitd fixed, -count-over-limit (as master counts)", "", []string{"-count-over-limit"}, "redis"},
 		{"ratelimitd sliding log (exact)", "sliding", nil, "redis"},
