@@ -44,16 +44,20 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.
 		}
 		return s.localAll(ctx, reqs, outs, op, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
-	bs := s.breakersOf(reqs)
-	probes, allowed := allowAll(bs)
+	// The breakers and their probes in arrays of the call's: a call of a
+	// few nodes allocates nothing (ratelimitd's three descriptors a request
+	// paid three allocations here).
+	var bsOf [4]*breaker
+	var probesOf [4]bool
+	bs := s.breakersOf(reqs, bsOf[:0])
+	probes, allowed := allowAll(bs, probesOf[:0])
 	if !allowed {
 		return s.localAll(ctx, reqs, outs, op, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
 	err := op(s.primary, ctx, reqs, outs)
 	o, blamed := judge(ctx, err), (*breaker)(nil)
-	var shard *backend.ShardError
-	if o == failure && errors.As(err, &shard) {
-		blamed = s.breakerFor(shard.Prefix, shard.Key)
+	if o == failure {
+		blamed = s.blamed(err)
 	}
 	doneAll(bs, probes, o, blamed)
 	if err == nil || errors.Is(err, errors.ErrUnsupported) || callerGone(ctx) {
@@ -62,9 +66,20 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.
 	return s.localAll(ctx, reqs, outs, op, err)
 }
 
-// breakersOf are the breakers of the nodes that decide reqs, each once.
-func (s *Store) breakersOf(reqs []backend.Request) []*breaker {
-	bs := make([]*breaker, 0, 1)
+// blamed is the breaker of the node a failed call blames (a ShardError
+// names it), else nil. Its own function: the target errors.As takes
+// escapes, and a call that did not fail allocates none.
+func (s *Store) blamed(err error) *breaker {
+	var shard *backend.ShardError
+	if errors.As(err, &shard) {
+		return s.breakerFor(shard.Prefix, shard.Key)
+	}
+	return nil
+}
+
+// breakersOf appends to bs the breakers of the nodes that decide reqs,
+// each once.
+func (s *Store) breakersOf(reqs []backend.Request, bs []*breaker) []*breaker {
 	for i := range reqs {
 		if b := s.breakerFor(reqs[i].Rule.Prefix(), reqs[i].Key); !slices.Contains(bs, b) {
 			bs = append(bs, b)
@@ -73,16 +88,17 @@ func (s *Store) breakersOf(reqs []backend.Request) []*breaker {
 	return bs
 }
 
-// allowAll reports whether each of bs lets a call through, and which let
-// it through as their probe; when one does not, the probes the others
-// granted are given back, unused.
-func allowAll(bs []*breaker) (probes []bool, ok bool) {
-	probes = make([]bool, len(bs))
+// allowAll reports whether each of bs lets a call through, appending to
+// probes which let it through as their probe; when one does not, the
+// probes the others granted are given back, unused.
+func allowAll(bs []*breaker, probes []bool) ([]bool, bool) {
 	for i, b := range bs {
-		if ok, probes[i] = b.allow(); !ok {
-			doneAll(bs[:i], probes[:i], excluded, nil)
+		ok, probe := b.allow()
+		if !ok {
+			doneAll(bs[:i], probes, excluded, nil)
 			return nil, false
 		}
+		probes = append(probes, probe)
 	}
 	return probes, true
 }
