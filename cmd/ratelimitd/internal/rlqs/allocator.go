@@ -1,0 +1,157 @@
+package rlqs
+
+import (
+	"slices"
+	"time"
+)
+
+// Allocator splits one rule's limit (requests per window) between the data
+// planes reporting on one of its buckets, and keeps the limit while it
+// moves shares between them.
+//
+// A plane enforces the last assignment it received until that one's time
+// to live ends, and the server cannot know which of the assignments it
+// sent a plane has received yet. So a plane is counted at the largest
+// grant sent it whose TTL has not ended (its hold), and a grant is raised
+// only into what the others' holds leave: at every moment the holds, and
+// so what the planes may be enforcing, sum to the limit at most. A grant
+// lowered ends its old hold within a TTL; a raise waits for that. After
+// demand moves, shares reach their fair values (fairShares) within one TTL
+// and one call of Assign, if the planes keep reporting.
+//
+// A plane that stops reporting for a TTL (its stream ended, its instance
+// died) is forgotten: its hold ends with its last grant's TTL, and its
+// share goes to the others. The planes' own behaviour once an assignment
+// expires must not admit more than its grant did (Envoy's
+// expired_assignment_behavior: not reuse_last_assignment, not allow_all),
+// or the bound holds only while the server answers.
+//
+// An Allocator is not safe for concurrent use: its caller serializes
+// Report and Assign (one rule's bucket is one lock's).
+type Allocator struct {
+	limit  int64
+	ttl    time.Duration
+	planes map[string]*plane
+}
+
+// plane is what the allocator knows of one data plane.
+type plane struct {
+	demand int64     // requests a window, as last reported
+	seen   time.Time // when it last reported
+	sent   []grant   // the grants sent it whose TTL may not have ended, oldest first
+}
+
+// grant is an assignment sent: n requests a window, enforced until at most.
+type grant struct {
+	n     int64
+	until time.Time
+}
+
+// NewAllocator returns an allocator of limit requests a window, whose
+// assignments live ttl. limit must be at least 0 and ttl positive.
+func NewAllocator(limit int64, ttl time.Duration) *Allocator {
+	return &Allocator{limit: max(limit, 0), ttl: max(ttl, time.Nanosecond), planes: map[string]*plane{}}
+}
+
+// Report records that plane id asked for demand requests a window (its
+// allowed and denied requests, scaled to the window) at now.
+func (a *Allocator) Report(id string, demand int64, now time.Time) {
+	p := a.planes[id]
+	if p == nil {
+		p = &plane{}
+		a.planes[id] = p
+	}
+	p.demand, p.seen = max(demand, 0), now
+}
+
+// Forget records that plane id will not report again (its stream ended):
+// it gets no more grants, and its hold ends with its last grant's TTL.
+func (a *Allocator) Forget(id string) {
+	if p := a.planes[id]; p != nil {
+		p.seen = time.Time{}
+	}
+}
+
+// Assign returns the grant to send each plane reporting within the last
+// TTL, in requests a window, and records them as sent at now (each held
+// until now + TTL). Planes silent for a TTL are forgotten once their holds
+// end.
+func (a *Allocator) Assign(now time.Time) map[string]int64 {
+	var ids []string
+	for id, p := range a.planes {
+		p.sent = slices.DeleteFunc(p.sent, func(g grant) bool { return !g.until.After(now) })
+		switch {
+		case now.Sub(p.seen) < a.ttl:
+			ids = append(ids, id)
+		case len(p.sent) == 0:
+			delete(a.planes, id)
+		}
+	}
+	slices.Sort(ids) // the order rounding's units follow: the same every call
+	demands := make([]int64, len(ids))
+	for i, id := range ids {
+		demands[i] = a.planes[id].demand
+	}
+	fair := fairShares(a.limit, demands)
+
+	// Lowered grants first: their old holds stay until their TTLs end,
+	// and what is left after every hold goes to the raises.
+	held := int64(0)
+	for _, p := range a.planes {
+		held += p.hold()
+	}
+	out := make(map[string]int64, len(ids))
+	var raises []int
+	for i, id := range ids {
+		if h := a.planes[id].hold(); fair[i] <= h {
+			out[id] = fair[i]
+		} else {
+			raises = append(raises, i)
+		}
+	}
+	room := a.limit - held
+	for _, i := range raises {
+		p := a.planes[ids[i]]
+		h := p.hold()
+		g := min(fair[i], h+max(room, 0))
+		out[ids[i]] = g
+		room -= g - h
+	}
+	until := now.Add(a.ttl)
+	for id, g := range out {
+		p := a.planes[id]
+		p.sent = append(p.sent, grant{n: g, until: until})
+	}
+	return out
+}
+
+// Held is what the planes may be enforcing at now: the sum of their
+// holds, never more than the limit.
+func (a *Allocator) Held(now time.Time) int64 {
+	sum := int64(0)
+	for _, p := range a.planes {
+		sum += p.holdAt(now)
+	}
+	return sum
+}
+
+// hold is the largest grant sent p not yet pruned (Assign prunes at its
+// now first).
+func (p *plane) hold() int64 {
+	h := int64(0)
+	for _, g := range p.sent {
+		h = max(h, g.n)
+	}
+	return h
+}
+
+// holdAt is the largest grant sent p whose TTL has not ended at now.
+func (p *plane) holdAt(now time.Time) int64 {
+	h := int64(0)
+	for _, g := range p.sent {
+		if g.until.After(now) {
+			h = max(h, g.n)
+		}
+	}
+	return h
+}
