@@ -19,9 +19,10 @@ import (
 // demand moves, shares reach their fair values (fairShares) within one TTL
 // and one call of Assign, if the planes keep reporting.
 //
-// A plane that stops reporting for a TTL (its stream ended, its instance
-// died) is forgotten: its hold ends with its last grant's TTL, and its
-// share goes to the others. The planes' own behaviour once an assignment
+// A plane counts in the shares while it reported within two TTLs (a TTL
+// is about an interval and a half of its reports: one late report does
+// not drop it) or until its stream ends (Forget); then its hold ends with
+// its last grant's TTL, and its share goes to the others. The planes' own behaviour once an assignment
 // expires must not admit more than its grant did (Envoy's
 // expired_assignment_behavior: not reuse_last_assignment, not allow_all),
 // or the bound holds only while the server answers.
@@ -72,16 +73,17 @@ func (a *Allocator) Forget(id string) {
 	}
 }
 
-// Assign returns the grant to send each plane reporting within the last
-// TTL, in requests a window, and records them as sent at now (each held
-// until now + TTL). Planes silent for a TTL are forgotten once their holds
-// end.
-func (a *Allocator) Assign(now time.Time) map[string]int64 {
+// Assign returns the grant to send each plane of only (all planes
+// reporting within two TTLs when only is empty), in requests a window,
+// and records them as sent at now (each held until now + TTL). A plane of
+// only that has not reported within two TTLs gets none. Planes silent for
+// two TTLs are forgotten once their holds end.
+func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 	var ids []string
 	for id, p := range a.planes {
 		p.sent = slices.DeleteFunc(p.sent, func(g grant) bool { return !g.until.After(now) })
 		switch {
-		case now.Sub(p.seen) < a.ttl:
+		case now.Sub(p.seen) < 2*a.ttl:
 			ids = append(ids, id)
 		case len(p.sent) == 0:
 			delete(a.planes, id)
@@ -103,6 +105,9 @@ func (a *Allocator) Assign(now time.Time) map[string]int64 {
 	out := make(map[string]int64, len(ids))
 	var raises []int
 	for i, id := range ids {
+		if len(only) > 0 && !slices.Contains(only, id) {
+			continue
+		}
 		if h := a.planes[id].hold(); fair[i] <= h {
 			out[id] = fair[i]
 		} else {
@@ -125,8 +130,14 @@ func (a *Allocator) Assign(now time.Time) map[string]int64 {
 	return out
 }
 
+// SetLimit changes the limit (a rule's, reloaded). The holds stay: a lower
+// limit is reached as they end, a TTL at most, and grants are raised only
+// into what they leave under the new one.
+func (a *Allocator) SetLimit(limit int64) { a.limit = max(limit, 0) }
+
 // Held is what the planes may be enforcing at now: the sum of their
-// holds, never more than the limit.
+// holds, never more than the limit (but after SetLimit lowered it, until
+// the older holds end).
 func (a *Allocator) Held(now time.Time) int64 {
 	sum := int64(0)
 	for _, p := range a.planes {

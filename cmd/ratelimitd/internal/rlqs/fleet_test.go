@@ -1,0 +1,170 @@
+package rlqs
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+)
+
+// dataPlane follows the protocol as Envoy's filter does for one bucket: it
+// reports its usage every interval on its stream, enforces the last
+// assignment it received with a token bucket (none yet, or one expired:
+// deny all, the expired-assignment behaviour the bound needs), and counts
+// what it admitted.
+type dataPlane struct {
+	stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
+	bucket *rlqsv3.BucketId
+
+	allowed, denied uint64 // since the last report
+	deny            bool   // a DENY_ALL assignment
+	tokens, max     float64
+	fill            time.Duration // one token each
+	until           time.Time     // the assignment's end
+}
+
+// serve runs one interval of demand requests spread over it from at,
+// admitting what the assignment allows.
+func (p *dataPlane) serve(at time.Time, interval time.Duration, demand int) (admitted int) {
+	for i := range demand {
+		t := at.Add(interval * time.Duration(i) / time.Duration(demand))
+		if p.fill > 0 {
+			p.tokens = min(p.max, p.tokens+float64(interval/time.Duration(demand))/float64(p.fill))
+		}
+		if p.deny || p.fill == 0 || !t.Before(p.until) || p.tokens < 1 {
+			p.denied++
+			continue
+		}
+		p.tokens--
+		p.allowed++
+		admitted++
+	}
+	return admitted
+}
+
+// report sends the usage since the last report and applies the answer.
+func (p *dataPlane) report(t *testing.T, domain string, now time.Time, elapsed time.Duration) {
+	require.NoError(t, p.stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+		BucketId: p.bucket, TimeElapsed: durationpb.New(elapsed), NumRequestsAllowed: p.allowed, NumRequestsDenied: p.denied,
+	}}}))
+	p.allowed, p.denied = 0, 0
+	res, err := p.stream.Recv()
+	require.NoError(t, err)
+	require.Len(t, res.GetBucketAction(), 1)
+	a := res.GetBucketAction()[0].GetQuotaAssignmentAction()
+	p.until = now.Add(a.GetAssignmentTimeToLive().AsDuration())
+	switch s := a.GetRateLimitStrategy(); {
+	case s.GetTokenBucket() != nil:
+		tb := s.GetTokenBucket()
+		fill := tb.GetFillInterval().AsDuration() / time.Duration(tb.GetTokensPerFill().GetValue())
+		if p.deny || fill != p.fill || float64(tb.GetMaxTokens()) != p.max { // a new assignment starts full
+			p.tokens = float64(tb.GetMaxTokens())
+		}
+		p.deny, p.fill, p.max = false, fill, float64(tb.GetMaxTokens())
+	default:
+		p.deny = s.GetBlanketRule() == typev3.RateLimitStrategy_DENY_ALL
+	}
+}
+
+// Twenty planes on one bucket of a rule of 1,000 a second, their demand
+// summing to about 5x it, skewed, shifting every 10 intervals, one plane
+// killed mid-run: each interval (a second) the fleet admits at most the
+// limit and the documented bound (a tenth of each grant, its token
+// bucket's size); from the third interval after a shift (grants follow the
+// second report of the new demand: the planes report in turn, and the
+// first reports see the others' old demand) the fleet admits 90% at
+// least of its max-min fair shares of the demand, and a plane asking less
+// than its share 90% at least of its ask.
+func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
+	cfg, err := config.Parse("fleet.yaml", []byte("domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: 1000}\n"))
+	require.NoError(t, err)
+	const limit, planes, interval = 1000, 20, time.Second
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	srv := NewServer(func() *config.Config { return cfg }, interval*3/2, func() time.Time { return now })
+	addr := serve(t, srv)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	fleet := make([]*dataPlane, planes)
+	for i := range fleet {
+		stream, err := client.StreamRateLimitQuotas(context.Background())
+		require.NoError(t, err)
+		fleet[i] = &dataPlane{stream: stream, bucket: &rlqsv3.BucketId{Bucket: map[string]string{"tenant": "acme"}}}
+		fleet[i].report(t, "fleet", now, 0) // the bucket's first report
+	}
+
+	rng := rand.New(rand.NewPCG(7, 8))
+	demands := make([]int, planes)
+	alive := planes
+	for s := range 60 {
+		if s%10 == 0 {
+			for i := range demands {
+				demands[i] = int(rng.ExpFloat64() * 250)
+			}
+			demands[rng.IntN(alive)] = 3000 // a hot plane
+		}
+		if s == 35 { // one plane's instance killed: its stream ends
+			alive--
+			require.NoError(t, fleet[alive].stream.CloseSend())
+		}
+		total := 0
+		grants := 0
+		admitted := make([]int, alive)
+		for i, p := range fleet[:alive] {
+			admitted[i] = p.serve(now, interval, demands[i])
+			total += admitted[i]
+			grants += int(p.max)
+		}
+		require.LessOrEqual(t, total, limit+grants, "interval %d: the limit and a tenth of each grant", s)
+		if s%10 >= 3 && (s < 35 || s > 37) {
+			fair := fairShares(limit, asInt64(demands[:alive]))
+			asked, got := 0, 0
+			for i := range fleet[:alive] {
+				asked += demands[i]
+				got += min(demands[i], int(fair[i]))
+			}
+			if asked >= limit {
+				require.GreaterOrEqual(t, total, got*9/10, "interval %d: converged, the fleet admits its fair shares", s)
+			}
+			for i, d := range demands[:alive] {
+				if int64(d) < fair[i] {
+					require.GreaterOrEqual(t, admitted[i], d*9/10, "interval %d: plane %d asks %d, under its share %d", s, i, d, fair[i])
+				}
+			}
+		}
+		now = now.Add(interval)
+		for _, p := range fleet[:alive] {
+			p.report(t, "fleet", now, interval)
+		}
+	}
+}
+
+func asInt64(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// serve starts srv on a loopback port until t ends.
+func serve(t *testing.T, srv *Server) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gs := grpc.NewServer()
+	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
+}

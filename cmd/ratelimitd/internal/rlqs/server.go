@@ -1,0 +1,219 @@
+package rlqs
+
+import (
+	"errors"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+)
+
+// Server serves StreamRateLimitQuotas. Each stream is a data plane; each
+// bucket it reports is matched to the configuration's rules as a
+// descriptor whose entries are the bucket id's (see match), and the
+// planes reporting one bucket id share its rule's limit by their demand
+// (an Allocator per bucket). A plane is answered on each report with its
+// grant for every bucket in it, as a token bucket (see assignment).
+//
+// The shares live in this process: one ratelimitd instance serves a
+// fleet's RLQS (several instances sharing a store do not yet share them).
+type Server struct {
+	rlqsv3.UnimplementedRateLimitQuotaServiceServer
+	config func() *config.Config
+	ttl    time.Duration
+	now    func() time.Time
+	planes atomic.Int64 // the last stream's number: its plane id
+
+	mu      sync.Mutex
+	buckets map[string]*bucket // by bucketKey
+}
+
+// bucket is one bucket id of a domain, under its rule.
+type bucket struct {
+	rule  *config.Rule
+	alloc *Allocator
+}
+
+// NewServer returns a server deciding by the configuration cfg returns
+// (read on every report: reloads apply), whose assignments live ttl.
+// now is its clock (nil: time.Now).
+func NewServer(cfg func() *config.Config, ttl time.Duration, now func() time.Time) *Server {
+	if now == nil {
+		now = time.Now
+	}
+	return &Server{config: cfg, ttl: max(ttl, time.Millisecond), now: now, buckets: map[string]*bucket{}}
+}
+
+// StreamRateLimitQuotas implements the service: reports in, assignments
+// out, until the plane ends the stream. Its buckets' planes forget it then
+// (its holds end with their TTL).
+func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	plane := strconv.FormatInt(s.planes.Add(1), 10)
+	reported := map[string]bool{}
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k := range reported {
+			if b := s.buckets[k]; b != nil {
+				b.alloc.Forget(plane)
+			}
+		}
+	}()
+	for {
+		in, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if out := s.report(plane, in, reported); len(out.BucketAction) > 0 {
+			if err := stream.Send(out); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// report records one plane's usage report and returns its assignments.
+func (s *Server) report(plane string, in *rlqsv3.RateLimitQuotaUsageReports, reported map[string]bool) *rlqsv3.RateLimitQuotaResponse {
+	cfg, now := s.config(), s.now()
+	out := &rlqsv3.RateLimitQuotaResponse{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range in.GetBucketQuotaUsages() {
+		id := u.GetBucketId().GetBucket()
+		if len(id) == 0 {
+			continue // no bucket: nothing to answer
+		}
+		action := &rlqsv3.RateLimitQuotaResponse_BucketAction{BucketId: u.GetBucketId()}
+		rule := match(cfg, in.GetDomain(), id)
+		switch {
+		case rule == nil || rule.Unlimited: // as RLS: not limited
+			action.BucketAction = blanket(typev3.RateLimitStrategy_ALLOW_ALL, s.ttl)
+		case rule.DeniesAll():
+			action.BucketAction = blanket(typev3.RateLimitStrategy_DENY_ALL, s.ttl)
+		default:
+			key := bucketKey(in.GetDomain(), id)
+			window, limit := rule.Unit.Duration(), int64(rule.RequestsPerUnit)
+			b := s.buckets[key]
+			switch {
+			case b == nil || b.rule.Unit != rule.Unit: // a new bucket, or its unit reloaded: shares afresh
+				b = &bucket{rule: rule, alloc: NewAllocator(limit, s.ttl)}
+				s.buckets[key] = b
+			case b.rule != rule:
+				b.rule = rule
+				b.alloc.SetLimit(limit)
+			}
+			reported[key] = true
+			b.alloc.Report(plane, demand(u, window), now)
+			action.BucketAction = assignment(b.alloc.Assign(now, plane)[plane], window, s.ttl)
+		}
+		out.BucketAction = append(out.BucketAction, action)
+	}
+	return out
+}
+
+// demand is what a usage report asked (allowed and denied), in requests a
+// window; a report over no time (a bucket's first) counts as a window's.
+func demand(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, window time.Duration) int64 {
+	n := float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
+	if e := u.GetTimeElapsed().AsDuration(); e > 0 {
+		n *= float64(window) / float64(e)
+	}
+	return int64(math.Min(math.Ceil(n), math.MaxInt32))
+}
+
+// assignment is a grant of n requests a window, for ttl, as a token
+// bucket refilled one token every window/n (rounded up: never faster) and
+// holding a tenth of n at most (1 at least): over any window a plane
+// admits n and a tenth of n more at most. A grant of 0 denies all.
+func assignment(n int64, window, ttl time.Duration) *rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_ {
+	strategy := &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: typev3.RateLimitStrategy_DENY_ALL}}
+	if n > 0 {
+		fill := (window + time.Duration(n) - 1) / time.Duration(n)
+		strategy.Strategy = &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
+			MaxTokens: uint32(max((n+9)/10, 1)), TokensPerFill: wrapperspb.UInt32(1), FillInterval: durationpb.New(fill),
+		}}
+	}
+	return &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+		AssignmentTimeToLive: durationpb.New(ttl), RateLimitStrategy: strategy,
+	}}
+}
+
+func blanket(rule typev3.RateLimitStrategy_BlanketRule, ttl time.Duration) *rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_ {
+	return &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+		AssignmentTimeToLive: durationpb.New(ttl),
+		RateLimitStrategy:    &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: rule}},
+	}}
+}
+
+// match finds the rule of a bucket id: its entries as a descriptor's, in
+// the first order of their keys (sorted, then each permutation in turn)
+// that the domain's tree matches, since a bucket id has no order. Ids of
+// more than 6 entries are tried in key order only.
+func match(cfg *config.Config, domain string, id map[string]string) *config.Rule {
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	entries := make([]config.Entry, len(keys))
+	try := func() *config.Rule {
+		for i, k := range keys {
+			entries[i] = config.Entry{Key: k, Value: id[k]}
+		}
+		r, _ := cfg.Match(domain, entries)
+		return r
+	}
+	if len(keys) > 6 {
+		return try()
+	}
+	var r *config.Rule
+	permute(keys, 0, func() bool { r = try(); return r != nil })
+	return r
+}
+
+// permute calls f with keys in each order, lexicographic from sorted keys,
+// until f returns true.
+func permute(keys []string, k int, f func() bool) bool {
+	if k == len(keys) {
+		return f()
+	}
+	for i := k; i < len(keys); i++ {
+		keys[k], keys[i] = keys[i], keys[k]
+		slices.Sort(keys[k+1:])
+		if permute(keys, k+1, f) {
+			return true
+		}
+		slices.Sort(keys[k:])
+	}
+	return false
+}
+
+// bucketKey names a domain's bucket id: its entries sorted, each length
+// prefixed, so that no two ids share a name.
+func bucketKey(domain string, id map[string]string) string {
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(len(domain)) + ":" + domain)
+	for _, k := range keys {
+		b.WriteString(strconv.Itoa(len(k)) + ":" + k + strconv.Itoa(len(id[k])) + ":" + id[k])
+	}
+	return b.String()
+}
