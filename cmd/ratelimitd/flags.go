@@ -30,7 +30,10 @@ type options struct {
 	// auto-pipeliner (redis.WithAutoPipeline).
 	autoPipeline bool
 	timeout      time.Duration
-	drain        time.Duration
+	// rlqsTTL serves Envoy's Rate Limit Quota Service, its assignments
+	// living this long (0: not served).
+	rlqsTTL time.Duration
+	drain   time.Duration
 	// shutdownDelay is how long the process keeps serving, not ready,
 	// after SIGTERM before its listeners close.
 	shutdownDelay time.Duration
@@ -107,6 +110,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.nearCache, "near-cache", 10_000, "on a server store, denials answered in process until they expire (keys; 0: none)")
 	fs.BoolVar(&o.autoPipeline, "redis-auto-pipeline", true, "redis, redis-cluster and redis-sentinel stores: the decisions of concurrent requests share one write and one read (go-redis's auto-pipeliner); false: a connection and a round trip each")
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
+	fs.DurationVar(&o.rlqsTTL, "rlqs-ttl", 0, "serve Envoy's Rate Limit Quota Service on the gRPC listener (preview: one instance), its assignments living this long: a reporting interval and a half (0: not served)")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM or SIGINT, how long readiness fails while requests are still served, before the listeners close (Kubernetes: the readiness probe's period or more)")
 	fs.DurationVar(&o.reload, "reload-every", 500*time.Millisecond, "how often the configuration is checked for changes (0: never)")
@@ -205,7 +209,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("%w: -http-timeout and -http-idle-timeout must be positive, -http-max-conns not negative", errUsage)
 	case o.maxDescriptors < 1 || o.maxEntries < 1:
 		return o, fmt.Errorf("%w: -max-descriptors and -max-entries must be at least 1", errUsage)
-	case o.nearCache < 0 || o.timeout <= 0 || o.drain < 0 || o.reload < 0 || o.settle < 0 || o.shutdownDelay < 0:
+	case o.nearCache < 0 || o.timeout <= 0 || o.rlqsTTL < 0 || o.drain < 0 || o.reload < 0 || o.settle < 0 || o.shutdownDelay < 0:
 		return o, fmt.Errorf("%w: -near-cache, -timeout, -drain, -reload-every, -reload-settle and -shutdown-delay cannot be negative (-timeout not 0)", errUsage)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {

@@ -43,15 +43,16 @@ func TestABadCommandLineIsAUsageError(t *testing.T) {
 		args []string
 		env  map[string]string
 	}{
-		"no config":         {nil, nil},
-		"unknown flag":      {[]string{"-config", "c", "-nope"}, nil},
-		"an argument":       {[]string{"-config", "c", "extra"}, nil},
-		"no instances":      {[]string{"-config", "c", "-instances", "0"}, nil},
-		"a negative cache":  {[]string{"-config", "c", "-near-cache", "-1"}, nil},
-		"a zero timeout":    {[]string{"-config", "c", "-timeout", "0s"}, nil},
-		"a bad level":       {[]string{"-config", "c", "-log-level", "loud"}, nil},
-		"a bad format":      {[]string{"-config", "c", "-log-format", "xml"}, nil},
-		"a bad environment": {[]string{"-config", "c"}, map[string]string{"RATELIMITD_INSTANCES": "many"}},
+		"no config":           {nil, nil},
+		"unknown flag":        {[]string{"-config", "c", "-nope"}, nil},
+		"an argument":         {[]string{"-config", "c", "extra"}, nil},
+		"no instances":        {[]string{"-config", "c", "-instances", "0"}, nil},
+		"a negative cache":    {[]string{"-config", "c", "-near-cache", "-1"}, nil},
+		"a negative RLQS TTL": {[]string{"-config", "c", "-rlqs-ttl", "-1s"}, nil},
+		"a zero timeout":      {[]string{"-config", "c", "-timeout", "0s"}, nil},
+		"a bad level":         {[]string{"-config", "c", "-log-level", "loud"}, nil},
+		"a bad format":        {[]string{"-config", "c", "-log-format", "xml"}, nil},
+		"a bad environment":   {[]string{"-config", "c"}, map[string]string{"RATELIMITD_INSTANCES": "many"}},
 	} {
 		_, err := parseFlags(tc.args, env(tc.env), io.Discard)
 		assert.ErrorIs(t, err, errUsage, name)

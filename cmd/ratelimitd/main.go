@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/rlqs"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
 	"github.com/ratelimit-go/ratelimit/promlimit"
 )
@@ -143,6 +145,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	gs := grpc.NewServer(gopts...)
 	rls := service.NewRLS(svc, o.rlsOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(gs, rls)
+	if o.rlqsTTL > 0 {
+		rlqsv3.RegisterRateLimitQuotaServiceServer(gs, rlqs.NewServer(svc.Config, o.rlqsTTL, nil))
+	}
 	ready := newReadiness(svc, o.healthyNeedsDomain)
 	healthpb.RegisterHealthServer(gs, ready.grpc)
 	// Every HTTP connection ends: one that sends nothing, or too slowly,
