@@ -84,7 +84,9 @@ func (p *dataPlane) report(t *testing.T, domain string, now time.Time, elapsed t
 // second report of the new demand: the planes report in turn, and the
 // first reports see the others' old demand) the fleet admits 90% at
 // least of its max-min fair shares of the demand, and a plane asking less
-// than its share 90% at least of its ask.
+// than its share 90% at least of its ask. The service's calls (reports)
+// per admitted request are 100x fewer than RLS's (a call a request) at
+// least: 398x in this run of it.
 func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 	cfg, err := config.Parse("fleet.yaml", []byte("domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: 1000}\n"))
 	require.NoError(t, err)
@@ -107,6 +109,7 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	demands := make([]int, planes)
 	alive := planes
+	var reports, requests, admittedAll int // RLQS's calls; RLS's would be one a request
 	for s := range 60 {
 		if s%10 == 0 {
 			for i := range demands {
@@ -124,6 +127,7 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 		for i, p := range fleet[:alive] {
 			admitted[i] = p.serve(now, interval, demands[i])
 			total += admitted[i]
+			requests += demands[i]
 			grants += int(p.max)
 		}
 		require.LessOrEqual(t, total, limit+grants, "interval %d: the limit and a tenth of each grant", s)
@@ -143,11 +147,18 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 				}
 			}
 		}
+		admittedAll += total
 		now = now.Add(interval)
 		for _, p := range fleet[:alive] {
 			p.report(t, "fleet", now, interval)
+			reports++
 		}
 	}
+	// The service's calls per admitted request, against RLS's one call a
+	// request on the same load: the issue asks for 100x fewer.
+	perAdmitted, rlsPerAdmitted := float64(reports)/float64(admittedAll), float64(requests)/float64(admittedAll)
+	t.Logf("calls per admitted request: RLQS %.4f, RLS %.2f (%.0fx fewer)", perAdmitted, rlsPerAdmitted, rlsPerAdmitted/perAdmitted)
+	require.GreaterOrEqual(t, rlsPerAdmitted/perAdmitted, 100.0)
 }
 
 func asInt64(v []int) []int64 {
