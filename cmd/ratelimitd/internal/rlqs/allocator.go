@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -16,15 +17,15 @@ import (
 // only into what the others' holds leave: at every moment the holds, and
 // so what the planes may be enforcing, sum to the limit at most. A grant
 // lowered ends its old hold within a TTL; a raise waits for that. After
-// demand moves, shares reach their fair values (fairShares) within one TTL
-// and one call of Assign, if the planes keep reporting.
+// demand moves, grants reach their fair values (fairShares) within a TTL
+// and the planes' next reports, if they keep reporting.
 //
 // A plane counts in the shares while it reported within two TTLs (a TTL
 // is about an interval and a half of its reports: one late report does
 // not drop it) or until its stream ends (Forget); then its hold ends with
-// its last grant's TTL, and its share goes to the others. The planes' own behaviour once an assignment
-// expires must not admit more than its grant did (Envoy's
-// expired_assignment_behavior: not reuse_last_assignment, not allow_all),
+// its last grant's TTL, and its share goes to the others. The planes must
+// deny what no live assignment covers (Envoy's no_assignment_behavior and
+// expired_assignment_behavior: not allow_all, not reuse_last_assignment),
 // or the bound holds only while the server answers.
 //
 // An Allocator is not safe for concurrent use: its caller serializes
@@ -134,6 +135,21 @@ func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 // limit is reached as they end, a TTL at most, and grants are raised only
 // into what they leave under the new one.
 func (a *Allocator) SetLimit(limit int64) { a.limit = max(limit, 0) }
+
+// Rescale changes the window grants are counted in (a rule reloaded with
+// another): every grant and demand is multiplied by scale (the new window
+// over the old), rounded up, so the holds keep their rates; then the limit
+// is limit, as SetLimit.
+func (a *Allocator) Rescale(limit int64, scale float64) {
+	up := func(n int64) int64 { return int64(math.Ceil(float64(n) * scale)) }
+	for _, p := range a.planes {
+		p.demand = up(p.demand)
+		for i := range p.sent {
+			p.sent[i].n = up(p.sent[i].n)
+		}
+	}
+	a.SetLimit(limit)
+}
 
 // Held is what the planes may be enforcing at now: the sum of their
 // holds, never more than the limit (but after SetLimit lowered it, until

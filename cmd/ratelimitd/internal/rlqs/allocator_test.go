@@ -131,3 +131,28 @@ func TestTheHoldsNeverPassTheLimitWhateverTheTiming(t *testing.T) {
 		require.LessOrEqual(t, a.Held(now.Add(time.Duration(rng.Int64N(int64(2*ttl))))), int64(limit))
 	}
 }
+
+// A limit reloaded lower, or in another window, keeps the holds: what the
+// planes may enforce comes under the new limit as the older grants end,
+// and no raise goes past it meanwhile.
+func TestAReloadedLimitKeepsTheHolds(t *testing.T) {
+	a := NewAllocator(1000, ttl)
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for _, p := range []string{"a", "b"} {
+		a.Report(p, 5000, now)
+	}
+	require.Equal(t, map[string]int64{"a": 500, "b": 500}, a.Assign(now))
+	a.Rescale(60_000, 60) // 1,000 a second reloaded as 60,000 a minute: the same rate
+	require.Equal(t, int64(60_000), a.Held(now), "the holds, in the minute's units")
+	now = now.Add(step)
+	a.Report("a", 300_000, now)
+	a.Report("b", 300_000, now)
+	require.Equal(t, map[string]int64{"a": 30_000, "b": 30_000}, a.Assign(now))
+	a.SetLimit(20_000) // lowered
+	now = now.Add(step)
+	a.Report("a", 300_000, now)
+	a.Report("b", 300_000, now)
+	require.Equal(t, map[string]int64{"a": 10_000, "b": 10_000}, a.Assign(now), "lowered at once")
+	require.Equal(t, int64(60_000), a.Held(now), "what they may still enforce, until the older grants end")
+	require.Equal(t, int64(20_000), a.Held(now.Add(ttl-step+time.Millisecond)), "then the new limit, once the grants of the interval before end")
+}

@@ -100,18 +100,21 @@ func (s *Server) report(plane string, in *rlqsv3.RateLimitQuotaUsageReports, rep
 		action := &rlqsv3.RateLimitQuotaResponse_BucketAction{BucketId: u.GetBucketId()}
 		rule := match(cfg, in.GetDomain(), id)
 		switch {
-		case rule == nil || rule.Unlimited: // as RLS: not limited
+		case rule == nil || rule.Unlimited || rule.Shadow: // as RLS: not limited (a shadow rule answers OK)
 			action.BucketAction = blanket(typev3.RateLimitStrategy_ALLOW_ALL, s.ttl)
 		case rule.DeniesAll():
 			action.BucketAction = blanket(typev3.RateLimitStrategy_DENY_ALL, s.ttl)
 		default:
 			key := bucketKey(in.GetDomain(), id)
-			window, limit := rule.Unit.Duration(), int64(rule.RequestsPerUnit)
+			window, limit := windowOf(rule), int64(rule.RequestsPerUnit)
 			b := s.buckets[key]
 			switch {
-			case b == nil || b.rule.Unit != rule.Unit: // a new bucket, or its unit reloaded: shares afresh
+			case b == nil:
 				b = &bucket{rule: rule, alloc: NewAllocator(limit, s.ttl)}
 				s.buckets[key] = b
+			case windowOf(b.rule) != window: // reloaded with another window: the holds keep their rates
+				b.alloc.Rescale(limit, float64(window)/float64(windowOf(b.rule)))
+				b.rule = rule
 			case b.rule != rule:
 				b.rule = rule
 				b.alloc.SetLimit(limit)
@@ -123,6 +126,16 @@ func (s *Server) report(plane string, in *rlqsv3.RateLimitQuotaUsageReports, rep
 		out.BucketAction = append(out.BucketAction, action)
 	}
 	return out
+}
+
+// windowOf is a rule's window: its unit's, or the window extension's. (A
+// rule's further limits, the also extension, are not split yet: its first
+// limit is.)
+func windowOf(r *config.Rule) time.Duration {
+	if r.Window > 0 {
+		return r.Window
+	}
+	return r.Unit.Duration()
 }
 
 // demand is what a usage report asked (allowed and denied), in requests a
