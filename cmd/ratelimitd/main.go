@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	rls := service.NewRLS(svc, o.rlsOptions()...)
 	rlsv3.RegisterRateLimitServiceServer(gs, rls)
 	if o.rlqsTTL > 0 {
-		rlqsv3.RegisterRateLimitQuotaServiceServer(gs, rlqs.NewServer(svc.Config, o.rlqsTTL, nil))
+		rlqsv3.RegisterRateLimitQuotaServiceServer(gs, rlqs.NewServer(svc.Config, st.ledger, o.rlqsTTL))
 	}
 	ready := newReadiness(svc, o.healthyNeedsDomain)
 	healthpb.RegisterHealthServer(gs, ready.grpc)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/backend/redis"
 	"github.com/ratelimit-go/ratelimit/backend/valkey"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/rlqs"
 	"github.com/ratelimit-go/ratelimit/guard"
 	"github.com/ratelimit-go/ratelimit/nearcache"
 	"github.com/ratelimit-go/ratelimit/promlimit"
@@ -23,11 +25,16 @@ import (
 // errStoreURL is wrapped by every error of a -store URL that cannot be used.
 var errStoreURL = errors.New("invalid -store")
 
+// ledgerPrefix starts the keys of the Rate Limit Quota Service's shares
+// on a server store.
+const ledgerPrefix = "ratelimitd:rlqs:"
+
 // stores is what -store built, layered: the server's client, the guard
 // (degraded mode) over it, the near cache over that.
 type stores struct {
 	top     backend.Store
 	server  backend.Store // a server's store under every layer (nil: memory)
+	ledger  rlqs.Ledger   // where the Rate Limit Quota Service keeps its shares
 	guard   *guard.Store  // nil on the memory store or with -guard=false
 	memory  *memory.Store
 	near    int // the near cache's size, 0 without one
@@ -70,7 +77,7 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 		if err != nil {
 			return nil, err
 		}
-		s.top, s.memory = m, m
+		s.top, s.memory, s.ledger = m, m, rlqs.NewMemoryLedger(nil)
 		s.closers = append(s.closers, m.Close)
 		return s, nil
 	}
@@ -93,6 +100,10 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 		if server, err = redis.New(c, opts...); err != nil {
 			return nil, err
 		}
+		script := goredis.NewScript(rlqs.LedgerScript)
+		s.ledger = rlqs.NewScriptLedger(func(ctx context.Context, keys []string, args ...any) (int64, error) {
+			return script.Run(ctx, c, keys, args...).Int64()
+		}, ledgerPrefix)
 	case "valkey", "valkeys":
 		opt, err := vk.ParseURL(clusterURL(u))
 		if err != nil {
@@ -106,6 +117,14 @@ func openStores(raw string, o options, obs *promlimit.Observer, log *slog.Logger
 		if server, err = valkey.New(c); err != nil {
 			return nil, err
 		}
+		script := vk.NewLuaScript(rlqs.LedgerScript)
+		s.ledger = rlqs.NewScriptLedger(func(ctx context.Context, keys []string, args ...any) (int64, error) {
+			words := make([]string, len(args))
+			for i, a := range args {
+				words[i] = fmt.Sprint(a)
+			}
+			return script.Exec(ctx, c, keys, words).AsInt64()
+		}, ledgerPrefix)
 	default:
 		return nil, fmt.Errorf("%w: scheme %q: memory, redis, redis-cluster, redis-sentinel or valkey", errStoreURL, u.Scheme)
 	}

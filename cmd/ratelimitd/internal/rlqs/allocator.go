@@ -17,7 +17,7 @@ import (
 // only into what the others' holds leave: at every moment the holds, and
 // so what the planes may be enforcing, sum to the limit at most. A grant
 // lowered ends its old hold within a TTL; a raise waits for that. After
-// demand moves, grants reach their fair values (fairShares) within a TTL
+// demand moves, grants reach their fair values (FairShares) within a TTL
 // and the planes' next reports, if they keep reporting.
 //
 // A plane counts in the shares while it reported within two TTLs (a TTL
@@ -95,7 +95,7 @@ func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 	for i, id := range ids {
 		demands[i] = a.planes[id].demand
 	}
-	fair := fairShares(a.limit, demands)
+	fair := FairShares(a.limit, demands)
 
 	// Lowered grants first: their old holds stay until their TTLs end,
 	// and what is left after every hold goes to the raises.

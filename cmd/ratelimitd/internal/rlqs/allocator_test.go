@@ -43,7 +43,7 @@ func TestTheHoldsNeverPassTheLimitAndConverge(t *testing.T) {
 			require.LessOrEqual(t, a.Held(now), int64(limit), "shift %d, interval %d", shift, s)
 			require.LessOrEqual(t, a.Held(now.Add(step/2)), int64(limit), "between assignments")
 			if s >= 2 {
-				fair := fairShares(limit, demands) // id(i) sorts as i: Assign's order
+				fair := FairShares(limit, demands) // id(i) sorts as i: Assign's order
 				for i := range demands {
 					require.Equal(t, fair[i], grants[id(i)], "shift %d, interval %d, plane %d: converged", shift, s, i)
 				}

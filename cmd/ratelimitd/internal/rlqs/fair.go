@@ -8,7 +8,7 @@ package rlqs
 
 import "slices"
 
-// fairShares splits limit between demands max-min fairly (water-filling):
+// FairShares splits limit between demands max-min fairly (water-filling):
 // a demand under the level every larger demand is held to gets all it
 // asks, the rest share what is left equally, and what no demand asks for
 // (the demands summing under limit) is spread equally over them all, as
@@ -16,7 +16,7 @@ import "slices"
 // when there is any demand, each within 1 of its fair real value (the
 // units rounding leaves go to the larger demands, the last served). An
 // empty demands gets nil.
-func fairShares(limit int64, demands []int64) []int64 {
+func FairShares(limit int64, demands []int64) []int64 {
 	n := int64(len(demands))
 	if n == 0 {
 		return nil

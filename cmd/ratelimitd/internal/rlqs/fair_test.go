@@ -20,9 +20,9 @@ func TestFairSharesExamples(t *testing.T) {
 		{10, []int64{5, 5, 5}, []int64{3, 3, 4}},                 // rounding's unit to the last served
 		{0, []int64{5, 5}, []int64{0, 0}},
 	} {
-		require.Equal(t, c.want, fairShares(c.limit, c.demands), "%d split by %v", c.limit, c.demands)
+		require.Equal(t, c.want, FairShares(c.limit, c.demands), "%d split by %v", c.limit, c.demands)
 	}
-	require.Nil(t, fairShares(1000, nil))
+	require.Nil(t, FairShares(1000, nil))
 }
 
 // Over random demands: the shares sum to the limit; under it every plane
@@ -39,7 +39,7 @@ func TestFairSharesAreMaxMinFair(t *testing.T) {
 			demands[i] = rng.Int64N(1 + rng.Int64N(3000))
 			total += demands[i]
 		}
-		shares := fairShares(limit, demands)
+		shares := FairShares(limit, demands)
 		sum := int64(0)
 		for _, s := range shares {
 			sum += s

@@ -92,7 +92,7 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 	require.NoError(t, err)
 	const limit, planes, interval = 1000, 20, time.Second
 	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-	srv := NewServer(func() *config.Config { return cfg }, interval*3/2, func() time.Time { return now })
+	srv := NewServer(func() *config.Config { return cfg }, NewMemoryLedger(func() time.Time { return now }), interval*3/2)
 	addr := serve(t, srv)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 		}
 		require.LessOrEqual(t, total, limit+grants, "interval %d: the limit and a tenth of each grant", s)
 		if s%10 >= 3 && (s < 35 || s > 37) {
-			fair := fairShares(limit, asInt64(demands[:alive]))
+			fair := FairShares(limit, asInt64(demands[:alive]))
 			asked, got := 0, 0
 			for i := range fleet[:alive] {
 				asked += demands[i]

@@ -1,13 +1,15 @@
 package rlqs
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,51 +25,40 @@ import (
 // bucket it reports is matched to the configuration's rules as a
 // descriptor whose entries are the bucket id's (see match), and the
 // planes reporting one bucket id share its rule's limit by their demand
-// (an Allocator per bucket). A plane is answered on each report with its
+// (an Allocator's rules, kept by a Ledger: in this process, or on the
+// store for every instance). A plane is answered on each report with its
 // grant for every bucket in it, as a token bucket (see assignment).
-//
-// The shares live in this process: one ratelimitd instance serves a
-// fleet's RLQS (several instances sharing a store do not yet share them).
 type Server struct {
 	rlqsv3.UnimplementedRateLimitQuotaServiceServer
 	config func() *config.Config
+	ledger Ledger
 	ttl    time.Duration
-	now    func() time.Time
-	planes atomic.Int64 // the last stream's number: its plane id
-
-	mu      sync.Mutex
-	buckets map[string]*bucket // by bucketKey
-}
-
-// bucket is one bucket id of a domain, under its rule.
-type bucket struct {
-	rule  *config.Rule
-	alloc *Allocator
+	// instance names this process's planes apart from other instances'
+	// (their ids share the ledger); planes counts its streams.
+	instance string
+	planes   atomic.Int64
 }
 
 // NewServer returns a server deciding by the configuration cfg returns
-// (read on every report: reloads apply), whose assignments live ttl.
-// now is its clock (nil: time.Now).
-func NewServer(cfg func() *config.Config, ttl time.Duration, now func() time.Time) *Server {
-	if now == nil {
-		now = time.Now
-	}
-	return &Server{config: cfg, ttl: max(ttl, time.Millisecond), now: now, buckets: map[string]*bucket{}}
+// (read on every report: reloads apply), keeping the shares in ledger,
+// whose assignments live ttl (1ms at least).
+func NewServer(cfg func() *config.Config, ledger Ledger, ttl time.Duration) *Server {
+	var id [6]byte
+	_, _ = rand.Read(id[:]) // crypto/rand: never fails (Go 1.24)
+	return &Server{config: cfg, ledger: ledger, ttl: max(ttl, time.Millisecond), instance: hex.EncodeToString(id[:])}
 }
 
 // StreamRateLimitQuotas implements the service: reports in, assignments
 // out, until the plane ends the stream. Its buckets' planes forget it then
 // (its holds end with their TTL).
 func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
-	plane := strconv.FormatInt(s.planes.Add(1), 10)
-	reported := map[string]bool{}
+	plane := s.instance + "-" + strconv.FormatInt(s.planes.Add(1), 10)
+	reported := map[string]time.Duration{} // bucket keys, and their windows
 	defer func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for k := range reported {
-			if b := s.buckets[k]; b != nil {
-				b.alloc.Forget(plane)
-			}
+		ctx, cancel := context.WithTimeout(context.Background(), forgetBound)
+		defer cancel()
+		for k, w := range reported {
+			_ = s.ledger.Forget(ctx, k, w, s.ttl, plane) // failed: the plane is dropped after two TTLs of silence
 		}
 	}()
 	for {
@@ -78,7 +69,7 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 		if err != nil {
 			return err
 		}
-		if out := s.report(plane, in, reported); len(out.BucketAction) > 0 {
+		if out := s.report(stream.Context(), plane, in, reported); len(out.BucketAction) > 0 {
 			if err := stream.Send(out); err != nil {
 				return err
 			}
@@ -86,12 +77,16 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 	}
 }
 
-// report records one plane's usage report and returns its assignments.
-func (s *Server) report(plane string, in *rlqsv3.RateLimitQuotaUsageReports, reported map[string]bool) *rlqsv3.RateLimitQuotaResponse {
-	cfg, now := s.config(), s.now()
+// forgetBound bounds telling the ledger that a stream ended.
+const forgetBound = 5 * time.Second
+
+// report records one plane's usage report and returns its assignments. A
+// bucket whose ledger failed gets no answer: the plane keeps its
+// assignment until its TTL ends, and then denies (what the bound asks of
+// it).
+func (s *Server) report(ctx context.Context, plane string, in *rlqsv3.RateLimitQuotaUsageReports, reported map[string]time.Duration) *rlqsv3.RateLimitQuotaResponse {
+	cfg := s.config()
 	out := &rlqsv3.RateLimitQuotaResponse{}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, u := range in.GetBucketQuotaUsages() {
 		id := u.GetBucketId().GetBucket()
 		if len(id) == 0 {
@@ -105,23 +100,13 @@ func (s *Server) report(plane string, in *rlqsv3.RateLimitQuotaUsageReports, rep
 		case rule.DeniesAll():
 			action.BucketAction = blanket(typev3.RateLimitStrategy_DENY_ALL, s.ttl)
 		default:
-			key := bucketKey(in.GetDomain(), id)
-			window, limit := windowOf(rule), int64(rule.RequestsPerUnit)
-			b := s.buckets[key]
-			switch {
-			case b == nil:
-				b = &bucket{rule: rule, alloc: NewAllocator(limit, s.ttl)}
-				s.buckets[key] = b
-			case windowOf(b.rule) != window: // reloaded with another window: the holds keep their rates
-				b.alloc.Rescale(limit, float64(window)/float64(windowOf(b.rule)))
-				b.rule = rule
-			case b.rule != rule:
-				b.rule = rule
-				b.alloc.SetLimit(limit)
+			key, window := bucketKey(in.GetDomain(), id), windowOf(rule)
+			reported[key] = window
+			g, err := s.ledger.Grant(ctx, key, window, int64(rule.RequestsPerUnit), s.ttl, plane, demand(u, window))
+			if err != nil {
+				continue
 			}
-			reported[key] = true
-			b.alloc.Report(plane, demand(u, window), now)
-			action.BucketAction = assignment(b.alloc.Assign(now, plane)[plane], window, s.ttl)
+			action.BucketAction = assignment(g, window, s.ttl)
 		}
 		out.BucketAction = append(out.BucketAction, action)
 	}

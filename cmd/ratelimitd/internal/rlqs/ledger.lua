@@ -1,0 +1,119 @@
+-- The shares of one bucket on a Redis or Valkey server, for every
+-- ratelimitd instance that serves its planes: Allocator's rules (see
+-- allocator.go) in one atomic call, on the server's clock.
+-- KEYS[1] the bucket's hash: a field per plane, "demand seen n until ..."
+--         (integers; seen and until in ms of the server's TIME; a grant
+--         n held until until, each pair one grant sent)
+--         and the field '~w': the window (ms) the numbers count in
+-- ARGV    plane, demand (requests a window), limit, ttl (ms), op ('grant':
+--         report and get a grant; 'forget': the plane's stream ended),
+--         window (ms)
+-- Returns the plane's grant ('grant'), or 0.
+local key, me, demand, limit, ttl, op, window = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Every plane's state, its expired grants dropped; a field that is none
+-- of ours is dropped too.
+local planes, ids, changed = {}, {}, {}
+local raw = redis.call('HGETALL', key)
+-- A rule reloaded with another window: the numbers are rescaled to it,
+-- rounded up, so that the holds keep their rates (Allocator.Rescale).
+local scale = 1
+for i = 1, #raw, 2 do
+  if raw[i] == '~w' and tonumber(raw[i + 1]) and tonumber(raw[i + 1]) > 0 then scale = window / tonumber(raw[i + 1]) end
+end
+local function rescaled(n) return math.ceil(n * scale) end
+-- parse reads a plane's field into its state, or nil for none of ours.
+local function parse(text)
+  local nums = {}
+  for w in string.gmatch(text, '%S+') do nums[#nums + 1] = tonumber(w) end
+  if not (nums[1] and nums[2]) or #nums % 2 ~= 0 then return nil end
+  local q = {demand = rescaled(nums[1]), seen = nums[2], grants = {}}
+  for j = 3, #nums, 2 do
+    if not (nums[j] and nums[j + 1]) then return nil end
+    if nums[j + 1] > now then q.grants[#q.grants + 1] = {rescaled(nums[j]), nums[j + 1]} end
+  end
+  return q, scale ~= 1 or #q.grants * 2 + 2 ~= #nums
+end
+for i = 1, #raw, 2 do
+  if raw[i] ~= '~w' then -- the window: rewritten below
+    local q, stale = parse(raw[i + 1])
+    planes[raw[i]] = q
+    if stale or not q then changed[raw[i]] = true end -- rewritten, or dropped
+  end
+end
+local p = planes[me]
+if not p then
+  p = {demand = 0, seen = 0, grants = {}}
+  planes[me] = p
+end
+if op == 'forget' then p.seen = 0 else p.demand, p.seen = math.max(demand, 0), now end
+changed[me] = true
+
+local function hold(q)
+  local h = 0
+  for _, g in ipairs(q.grants) do h = math.max(h, g[1]) end
+  return h
+end
+
+-- The live planes (reported within two TTLs), by id; the others go once
+-- their holds end.
+local held = 0
+for id, q in pairs(planes) do
+  if now - q.seen < 2 * ttl then
+    ids[#ids + 1] = id
+  elseif #q.grants == 0 then
+    planes[id], changed[id] = nil, true
+  end
+  if planes[id] then held = held + hold(q) end
+end
+table.sort(ids)
+
+-- FairShares (fair.go): smallest demand first, each min(its demand, an
+-- equal part of what is left); what is left spread equally, the remainder
+-- a unit each to the first.
+local grant = 0
+if op == 'grant' and now - p.seen < 2 * ttl then
+  local order = {}
+  for i = 1, #ids do order[i] = i end
+  table.sort(order, function(a, b)
+    local da, db = planes[ids[a]].demand, planes[ids[b]].demand
+    if da ~= db then return da < db end
+    return a < b
+  end)
+  local n, left, shares = #ids, limit, {}
+  for k, i in ipairs(order) do
+    local part = math.floor(left / (n - k + 1))
+    part = math.min(part, math.max(planes[ids[i]].demand, 0))
+    shares[i], left = part, left - part
+  end
+  local each, rest = math.floor(left / n), left % n
+  local fair
+  for i = 1, n do
+    local s = shares[i] + each
+    if i <= rest then s = s + 1 end
+    if ids[i] == me then fair = s end
+  end
+  local h = hold(p)
+  if fair <= h then
+    grant = fair
+  else
+    grant = math.min(fair, h + math.max(limit - held, 0))
+  end
+  p.grants[#p.grants + 1] = {grant, now + ttl}
+end
+
+for id in pairs(changed) do
+  local q = planes[id]
+  if q then
+    local words = {string.format('%d %d', q.demand, q.seen)}
+    for _, g in ipairs(q.grants) do words[#words + 1] = string.format('%d %d', g[1], g[2]) end
+    redis.call('HSET', key, id, table.concat(words, ' '))
+  else
+    redis.call('HDEL', key, id)
+  end
+end
+redis.call('HSET', key, '~w', window)
+redis.call('PEXPIRE', key, 3 * ttl)
+return grant
