@@ -92,8 +92,8 @@ func TestTheSharesOnAServerKeepTheLimit(t *testing.T) {
 			for i := range demands {
 				demands[i] = int64(50 * (i + 1)) // 2,750 in all
 			}
-			for range 2 { // the grants of the random rounds end, then each is its share
-				time.Sleep(ttl)
+			for range 2 { // the grants of the random rounds end (a TTL and half again), then each is its share
+				time.Sleep(ttl + ttl/2)
 				for i := range demands {
 					grant(i)
 				}

@@ -17,7 +17,8 @@ import (
 // its gRPC listener: two planes reporting one bucket of a rule of 600 a
 // minute, each asking for more than half: the first is granted the whole
 // rule, the second nothing while the first may still enforce it, and once
-// its TTL has passed each half (a token bucket of one token every 200ms);
+// that has passed (its TTL and half again) each half (a token bucket of
+// one token every 200ms);
 // without the flag the service is not there.
 func TestRLQSAssignsTheRuleSplitBetweenPlanes(t *testing.T) {
 	cfg := writeConfig(t, filepath.Join(t.TempDir(), "limits.yaml"), `
@@ -60,7 +61,7 @@ descriptors:
 	require.Equal(t, []int64{600, 60}, []int64{perMinute, size}, "the first plane: the whole rule, a tenth of it as its bucket's size")
 	perMinute, _ = rate(planes[1])
 	require.Zero(t, perMinute, "the second: nothing while the first may hold it all")
-	time.Sleep(ttl) // the first's grant has ended
+	time.Sleep(ttl + ttl/2) // the first's grant has ended: it counts a TTL and half again
 	for i, s := range planes {
 		perMinute, size = rate(s)
 		require.Equal(t, []int64{300, 30}, []int64{perMinute, size}, "plane %d: half the rule", i)

@@ -13,17 +13,18 @@ import (
 // A plane enforces the last assignment it received until that one's time
 // to live ends, and the server cannot know which of the assignments it
 // sent a plane has received yet. So a plane is counted at the largest
-// grant sent it whose TTL has not ended (its hold), and a grant is raised
-// only into what the others' holds leave: at every moment the holds, and
-// so what the planes may be enforcing, sum to the limit at most. A grant
-// lowered ends its old hold within a TTL; a raise waits for that. After
-// demand moves, grants reach their fair values (FairShares) within a TTL
-// and the planes' next reports, if they keep reporting.
+// grant sent it within a hold (its TTL and half again: the plane counts
+// the TTL from when the answer reaches it), and a grant is raised only
+// into what the others' holds leave: at every moment the holds, and so
+// what the planes may be enforcing, sum to the limit at most. A grant
+// lowered ends its old hold within a hold's time; a raise waits for that.
+// After demand moves, grants reach their fair values (FairShares) within
+// a hold's time and the planes' next reports, if they keep reporting.
 //
 // A plane counts in the shares while it reported within two TTLs (a TTL
 // is about an interval and a half of its reports: one late report does
 // not drop it) or until its stream ends (Forget); then its hold ends with
-// its last grant's TTL, and its share goes to the others. The planes must
+// its last grant's, and its share goes to the others. The planes must
 // deny what no live assignment covers (Envoy's no_assignment_behavior and
 // expired_assignment_behavior: not allow_all, not reuse_last_assignment),
 // or the bound holds only while the server answers.
@@ -40,7 +41,7 @@ type Allocator struct {
 type plane struct {
 	demand int64     // requests a window, as last reported
 	seen   time.Time // when it last reported
-	sent   []grant   // the grants sent it whose TTL may not have ended, oldest first
+	sent   []grant   // the grants sent it whose hold may not have ended, oldest first
 }
 
 // grant is an assignment sent: n requests a window, enforced until at most.
@@ -67,7 +68,7 @@ func (a *Allocator) Report(id string, demand int64, now time.Time) {
 }
 
 // Forget records that plane id will not report again (its stream ended):
-// it gets no more grants, and its hold ends with its last grant's TTL.
+// it gets no more grants, and its hold ends with its last grant's.
 func (a *Allocator) Forget(id string) {
 	if p := a.planes[id]; p != nil {
 		p.seen = time.Time{}
@@ -76,7 +77,7 @@ func (a *Allocator) Forget(id string) {
 
 // Assign returns the grant to send each plane of only (all planes
 // reporting within two TTLs when only is empty), in requests a window,
-// and records them as sent at now (each held until now + TTL). A plane of
+// and records them as sent at now (each held a TTL and half again). A plane of
 // only that has not reported within two TTLs gets none. Planes silent for
 // two TTLs are forgotten once their holds end.
 func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
@@ -123,7 +124,10 @@ func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 		out[ids[i]] = g
 		room -= g - h
 	}
-	until := now.Add(a.ttl)
+	// A grant counts for its TTL and half again: a plane counts the TTL
+	// from when the answer reaches it, so one late by less than half a
+	// TTL is still counted while it enforces it.
+	until := now.Add(a.ttl + a.ttl/2)
 	for id, g := range out {
 		p := a.planes[id]
 		p.sent = append(p.sent, grant{n: g, until: until})
@@ -132,7 +136,7 @@ func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 }
 
 // SetLimit changes the limit (a rule's, reloaded). The holds stay: a lower
-// limit is reached as they end, a TTL at most, and grants are raised only
+// limit is reached as they end, a hold's time at most, and grants are raised only
 // into what they leave under the new one.
 func (a *Allocator) SetLimit(limit int64) { a.limit = max(limit, 0) }
 
@@ -172,7 +176,7 @@ func (p *plane) hold() int64 {
 	return h
 }
 
-// holdAt is the largest grant sent p whose TTL has not ended at now.
+// holdAt is the largest grant sent p whose hold has not ended at now.
 func (p *plane) holdAt(now time.Time) int64 {
 	h := int64(0)
 	for _, g := range p.sent {

@@ -14,6 +14,8 @@ import (
 const (
 	step = time.Second
 	ttl  = 3 * step / 2
+	// hold is how long a grant counts: its TTL and half again.
+	hold = ttl + ttl/2
 )
 
 // Twenty planes whose demands (summing to about five times the limit,
@@ -69,7 +71,7 @@ func TestASilentPlanesShareGoesToTheOthersAfterItsTTL(t *testing.T) {
 			a.Forget("c")
 		}
 		var lastGrant time.Time // c's
-		for s := 1; s <= 4; s++ {
+		for s := 1; s <= 5; s++ {
 			now := start.Add(time.Duration(s) * step)
 			a.Report("a", 1000, now)
 			a.Report("b", 1000, now)
@@ -81,7 +83,7 @@ func TestASilentPlanesShareGoesToTheOthersAfterItsTTL(t *testing.T) {
 				require.Less(t, now.Sub(start), 2*ttl, "interval %d: assigned while it reported within two TTLs", s)
 				lastGrant = now
 				require.Equal(t, map[string]int64{"a": 300, "b": 300, "c": 300}, grants, "interval %d", s)
-			case now.Before(lastGrant.Add(ttl)) || (lastGrant.IsZero() && now.Before(start.Add(ttl))):
+			case now.Before(lastGrant.Add(hold)) || (lastGrant.IsZero() && now.Before(start.Add(hold))):
 				require.Equal(t, map[string]int64{"a": 300, "b": 300}, grants, "interval %d: c's hold stands", s)
 			default:
 				require.Equal(t, map[string]int64{"a": 450, "b": 450}, grants, "interval %d: c's share freed", s)
@@ -154,5 +156,5 @@ func TestAReloadedLimitKeepsTheHolds(t *testing.T) {
 	a.Report("b", 300_000, now)
 	require.Equal(t, map[string]int64{"a": 10_000, "b": 10_000}, a.Assign(now), "lowered at once")
 	require.Equal(t, int64(60_000), a.Held(now), "what they may still enforce, until the older grants end")
-	require.Equal(t, int64(20_000), a.Held(now.Add(ttl-step+time.Millisecond)), "then the new limit, once the grants of the interval before end")
+	require.Equal(t, int64(20_000), a.Held(now.Add(hold-step+time.Millisecond)), "then the new limit, once the grants of the interval before end")
 }

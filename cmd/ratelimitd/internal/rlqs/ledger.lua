@@ -101,7 +101,7 @@ if op == 'grant' and now - p.seen < 2 * ttl then
   else
     grant = math.min(fair, h + math.max(limit - held, 0))
   end
-  p.grants[#p.grants + 1] = {grant, now + ttl}
+  p.grants[#p.grants + 1] = {grant, now + ttl + math.floor(ttl / 2)} -- allocator.go: half a TTL of slack
 end
 
 for id in pairs(changed) do
