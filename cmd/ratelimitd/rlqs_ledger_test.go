@@ -37,7 +37,7 @@ func heldOnServer(t *testing.T, admin *goredis.Client) int64 {
 			}
 			nums := strings.Fields(v)
 			h := int64(0)
-			for j := 2; j+1 < len(nums); j += 2 {
+			for j := 3; j+2 < len(nums); j += 3 { // demand seen reports, then n until at a grant
 				n, _ := strconv.ParseInt(nums[j], 10, 64)
 				until, _ := strconv.ParseInt(nums[j+1], 10, 64)
 				if until > now.UnixMilli() {

@@ -39,14 +39,15 @@ descriptors:
 	// rate is a token bucket's rate, in requests a minute, and its size;
 	// 0, 0 for DENY_ALL.
 	rate := func(s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) (perMinute, size int64) {
-		require.NoError(t, s.Send(report))
+		require.NoError(t, s.Send(report), "a report")
 		res, err := s.Recv()
-		require.NoError(t, err)
+		require.NoError(t, err, "an answer")
+		require.Len(t, res.GetBucketAction(), 1, "an answer: %v", res)
 		a := res.GetBucketAction()[0].GetQuotaAssignmentAction()
-		require.Equal(t, ttl, a.GetAssignmentTimeToLive().AsDuration())
+		require.Equal(t, ttl, a.GetAssignmentTimeToLive().AsDuration(), "the TTL: %v", a)
 		tb := a.GetRateLimitStrategy().GetTokenBucket()
 		if tb == nil {
-			require.Equal(t, "DENY_ALL", a.GetRateLimitStrategy().GetBlanketRule().String())
+			require.Equal(t, "DENY_ALL", a.GetRateLimitStrategy().GetBlanketRule().String(), "no token bucket: %v", a)
 			return 0, 0
 		}
 		return int64(time.Minute / (tb.GetFillInterval().AsDuration() / time.Duration(tb.GetTokensPerFill().GetValue()))), int64(tb.GetMaxTokens())

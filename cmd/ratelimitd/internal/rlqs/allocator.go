@@ -17,9 +17,14 @@ import (
 // the TTL from when the answer reaches it), and a grant is raised only
 // into what the others' holds leave: at every moment the holds, and so
 // what the planes may be enforcing, sum to the limit at most. A grant
-// lowered ends its old hold within a hold's time; a raise waits for that.
-// After demand moves, grants reach their fair values (FairShares) within
-// a hold's time and the planes' next reports, if they keep reporting.
+// lowered ends its old hold when the plane has surely received the new
+// one (its second report after it was sent: one report may cross the
+// answer, not two, while the planes report an interval apart and the
+// network's round trip is shorter than one), or within a hold's time; a
+// raise waits for that. After demand moves, grants reach their fair values
+// (FairShares) within two reports of the planes (one, and the immediate
+// one an Envoy sends when an answer changes its assignment), if they keep
+// reporting.
 //
 // A plane counts in the shares while it reported within two TTLs (a TTL
 // is about an interval and a half of its reports: one late report does
@@ -39,15 +44,18 @@ type Allocator struct {
 
 // plane is what the allocator knows of one data plane.
 type plane struct {
-	demand int64     // requests a window, as last reported
-	seen   time.Time // when it last reported
-	sent   []grant   // the grants sent it whose hold may not have ended, oldest first
+	demand  int64     // requests a window, as last reported
+	seen    time.Time // when it last reported
+	reports int64     // its reports so far
+	sent    []grant   // the grants sent it whose hold may not have ended, oldest first
 }
 
-// grant is an assignment sent: n requests a window, enforced until at most.
+// grant is an assignment sent: n requests a window, enforced until at
+// most, sent after the plane's at-th report.
 type grant struct {
 	n     int64
 	until time.Time
+	at    int64
 }
 
 // NewAllocator returns an allocator of limit requests a window, whose
@@ -57,14 +65,29 @@ func NewAllocator(limit int64, ttl time.Duration) *Allocator {
 }
 
 // Report records that plane id asked for demand requests a window (its
-// allowed and denied requests, scaled to the window) at now.
+// allowed and denied requests, scaled to the window) at now; a demand
+// below 0 is not known, and the last one stands (0 for a new plane).
 func (a *Allocator) Report(id string, demand int64, now time.Time) {
 	p := a.planes[id]
 	if p == nil {
 		p = &plane{}
 		a.planes[id] = p
 	}
-	p.demand, p.seen = max(demand, 0), now
+	if demand >= 0 {
+		p.demand = demand
+	}
+	p.seen = now
+	p.reports++
+	// A grant sent two reports ago or more has reached the plane (one
+	// report may cross an answer on its way, not two: a plane reports an
+	// interval apart, or at once when an answer changed its assignment), so
+	// every older one is replaced there: their holds end now.
+	for j := len(p.sent) - 1; j > 0; j-- {
+		if p.reports >= p.sent[j].at+2 {
+			p.sent = p.sent[j:]
+			break
+		}
+	}
 }
 
 // Forget records that plane id will not report again (its stream ended):
@@ -130,7 +153,7 @@ func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 	until := now.Add(a.ttl + a.ttl/2)
 	for id, g := range out {
 		p := a.planes[id]
-		p.sent = append(p.sent, grant{n: g, until: until})
+		p.sent = append(p.sent, grant{n: g, until: until, at: p.reports})
 	}
 	return out
 }

@@ -158,3 +158,24 @@ func TestAReloadedLimitKeepsTheHolds(t *testing.T) {
 	require.Equal(t, int64(60_000), a.Held(now), "what they may still enforce, until the older grants end")
 	require.Equal(t, int64(20_000), a.Held(now.Add(hold-step+time.Millisecond)), "then the new limit, once the grants of the interval before end")
 }
+
+// A lowered grant's old one stops counting at the plane's second report
+// after the lowered one was sent (one report may cross the answer, not
+// two), however long its TTL: the raise it makes room for follows then.
+func TestALoweredGrantsOldHoldEndsAtTheSecondReportAfter(t *testing.T) {
+	a := NewAllocator(1000, time.Hour) // no TTL ends here
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	ask := func(p string) int64 {
+		a.Report(p, 5000, now)
+		return a.Assign(now, p)[p]
+	}
+	require.EqualValues(t, 1000, ask("a"), "alone")
+	require.EqualValues(t, 0, ask("b"), "a may enforce all of it")
+	require.EqualValues(t, 500, ask("a"), "lowered")
+	require.EqualValues(t, 0, ask("b"), "a may not have it yet")
+	require.EqualValues(t, 500, ask("a"), "a's next report may have crossed the answer")
+	require.EqualValues(t, 0, ask("b"))
+	require.EqualValues(t, 500, ask("a"), "a's second report after: it has the lowered grant")
+	require.EqualValues(t, 500, ask("b"), "raised")
+	require.EqualValues(t, 1000, a.Held(now))
+}

@@ -1,9 +1,10 @@
 -- The shares of one bucket on a Redis or Valkey server, for every
 -- ratelimitd instance that serves its planes: Allocator's rules (see
 -- allocator.go) in one atomic call, on the server's clock.
--- KEYS[1] the bucket's hash: a field per plane, "demand seen n until ..."
---         (integers; seen and until in ms of the server's TIME; a grant
---         n held until until, each pair one grant sent)
+-- KEYS[1] the bucket's hash: a field per plane, "demand seen reports n
+--         until at ..." (integers; seen and until in ms of the server's
+--         TIME; reports its reports so far; each triple one grant sent: n
+--         held until until, sent after its at-th report)
 --         and the field '~w': the window (ms) the numbers count in
 -- ARGV    plane, demand (requests a window), limit, ttl (ms), op ('grant':
 --         report and get a grant; 'forget': the plane's stream ended),
@@ -28,13 +29,13 @@ local function rescaled(n) return math.ceil(n * scale) end
 local function parse(text)
   local nums = {}
   for w in string.gmatch(text, '%S+') do nums[#nums + 1] = tonumber(w) end
-  if not (nums[1] and nums[2]) or #nums % 2 ~= 0 then return nil end
-  local q = {demand = rescaled(nums[1]), seen = nums[2], grants = {}}
-  for j = 3, #nums, 2 do
-    if not (nums[j] and nums[j + 1]) then return nil end
-    if nums[j + 1] > now then q.grants[#q.grants + 1] = {rescaled(nums[j]), nums[j + 1]} end
+  if not (nums[1] and nums[2] and nums[3]) or #nums % 3 ~= 0 then return nil end
+  local q = {demand = rescaled(nums[1]), seen = nums[2], reports = nums[3], grants = {}}
+  for j = 4, #nums, 3 do
+    if not (nums[j] and nums[j + 1] and nums[j + 2]) then return nil end
+    if nums[j + 1] > now then q.grants[#q.grants + 1] = {rescaled(nums[j]), nums[j + 1], nums[j + 2]} end
   end
-  return q, scale ~= 1 or #q.grants * 2 + 2 ~= #nums
+  return q, scale ~= 1 or #q.grants * 3 + 3 ~= #nums
 end
 for i = 1, #raw, 2 do
   if raw[i] ~= '~w' then -- the window: rewritten below
@@ -45,10 +46,25 @@ for i = 1, #raw, 2 do
 end
 local p = planes[me]
 if not p then
-  p = {demand = 0, seen = 0, grants = {}}
+  p = {demand = 0, seen = 0, reports = 0, grants = {}}
   planes[me] = p
 end
-if op == 'forget' then p.seen = 0 else p.demand, p.seen = math.max(demand, 0), now end
+if op == 'forget' then
+  p.seen = 0
+else -- a report: a demand below 0 is not known (the last one stands)
+  if demand >= 0 then p.demand = demand end
+  p.seen, p.reports = now, p.reports + 1
+  -- A grant sent two reports ago or more has reached the plane
+  -- (Allocator.Report): every older one is replaced there.
+  for j = #p.grants, 2, -1 do
+    if p.reports >= p.grants[j][3] + 2 then
+      local kept = {}
+      for k = j, #p.grants do kept[#kept + 1] = p.grants[k] end
+      p.grants = kept
+      break
+    end
+  end
+end
 changed[me] = true
 
 local function hold(q)
@@ -101,14 +117,14 @@ if op == 'grant' and now - p.seen < 2 * ttl then
   else
     grant = math.min(fair, h + math.max(limit - held, 0))
   end
-  p.grants[#p.grants + 1] = {grant, now + ttl + math.floor(ttl / 2)} -- allocator.go: half a TTL of slack
+  p.grants[#p.grants + 1] = {grant, now + ttl + math.floor(ttl / 2), p.reports} -- allocator.go: half a TTL of slack
 end
 
 for id in pairs(changed) do
   local q = planes[id]
   if q then
-    local words = {string.format('%d %d', q.demand, q.seen)}
-    for _, g in ipairs(q.grants) do words[#words + 1] = string.format('%d %d', g[1], g[2]) end
+    local words = {string.format('%d %d %d', q.demand, q.seen, q.reports)}
+    for _, g in ipairs(q.grants) do words[#words + 1] = string.format('%d %d %d', g[1], g[2], g[3]) end
     redis.call('HSET', key, id, table.concat(words, ' '))
   else
     redis.call('HDEL', key, id)

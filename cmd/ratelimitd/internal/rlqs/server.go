@@ -53,12 +53,12 @@ func NewServer(cfg func() *config.Config, ledger Ledger, ttl time.Duration) *Ser
 // (its holds end with their TTL).
 func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	plane := s.instance + "-" + strconv.FormatInt(s.planes.Add(1), 10)
-	reported := map[string]time.Duration{} // bucket keys, and their windows
+	reported := map[string]*usage{} // by bucket key
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), forgetBound)
 		defer cancel()
-		for k, w := range reported {
-			_ = s.ledger.Forget(ctx, k, w, s.ttl, plane) // failed: the plane is dropped after two TTLs of silence
+		for k, u := range reported {
+			_ = s.ledger.Forget(ctx, k, u.window, s.ttl, plane) // failed: the plane is dropped after two TTLs of silence
 		}
 	}()
 	for {
@@ -84,7 +84,7 @@ const forgetBound = 5 * time.Second
 // bucket whose ledger failed gets no answer: the plane keeps its
 // assignment until its TTL ends, and then denies (what the bound asks of
 // it).
-func (s *Server) report(ctx context.Context, plane string, in *rlqsv3.RateLimitQuotaUsageReports, reported map[string]time.Duration) *rlqsv3.RateLimitQuotaResponse {
+func (s *Server) report(ctx context.Context, plane string, in *rlqsv3.RateLimitQuotaUsageReports, reported map[string]*usage) *rlqsv3.RateLimitQuotaResponse {
 	cfg := s.config()
 	out := &rlqsv3.RateLimitQuotaResponse{}
 	for _, u := range in.GetBucketQuotaUsages() {
@@ -101,8 +101,13 @@ func (s *Server) report(ctx context.Context, plane string, in *rlqsv3.RateLimitQ
 			action.BucketAction = blanket(typev3.RateLimitStrategy_DENY_ALL, s.ttl)
 		default:
 			key, window := bucketKey(in.GetDomain(), id), windowOf(rule)
-			reported[key] = window
-			g, err := s.ledger.Grant(ctx, key, window, int64(rule.RequestsPerUnit), s.ttl, plane, demand(u, window))
+			use := reported[key]
+			if use == nil {
+				use = &usage{}
+				reported[key] = use
+			}
+			use.window = window
+			g, err := s.ledger.Grant(ctx, key, window, int64(rule.RequestsPerUnit), s.ttl, plane, use.demand(u))
 			if err != nil {
 				continue
 			}
@@ -123,14 +128,31 @@ func windowOf(r *config.Rule) time.Duration {
 	return r.Unit.Duration()
 }
 
-// demand is what a usage report asked (allowed and denied), in requests a
-// window; a report over no time (a bucket's first) counts as a window's.
-func demand(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, window time.Duration) int64 {
-	n := float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
-	if e := u.GetTimeElapsed().AsDuration(); e > 0 {
-		n *= float64(window) / float64(e)
+// usage is what one plane's reports on one bucket asked since its demand
+// was last told.
+type usage struct {
+	window   time.Duration
+	requests float64       // allowed and denied
+	elapsed  time.Duration // the time they cover
+}
+
+// demandSpan is the least time a demand is told over: a report over less
+// (a bucket's first, or the one an Envoy sends at once when an answer
+// changes its assignment) adds to the next.
+const demandSpan = 100 * time.Millisecond
+
+// demand adds u's report and returns the demand it tells, in requests a
+// window, or -1 when the reports so far cover less than demandSpan (the
+// last demand stands).
+func (use *usage) demand(u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) int64 {
+	use.requests += float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
+	use.elapsed += max(u.GetTimeElapsed().AsDuration(), 0)
+	if use.elapsed < demandSpan {
+		return -1
 	}
-	return int64(math.Min(math.Ceil(n), math.MaxInt32))
+	n := math.Ceil(use.requests * float64(use.window) / float64(use.elapsed))
+	use.requests, use.elapsed = 0, 0
+	return int64(math.Min(n, math.MaxInt32))
 }
 
 // assignment is a grant of n requests a window, for ttl, as a token
