@@ -255,6 +255,7 @@ func listen(o options) ([3]net.Listener, error) {
 func grpcOptions(o options, log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.UnaryInterceptor(recovered(log)),
+		grpc.StreamInterceptor(recoveredStream(log)),
 		grpc.NumStreamWorkers(grpcWorkers),
 		grpc.MaxRecvMsgSize(maxMessage),
 		grpc.MaxConcurrentStreams(uint32(o.grpcStreams)),
@@ -292,5 +293,19 @@ func recovered(log *slog.Logger) grpc.UnaryServerInterceptor {
 			}
 		}()
 		return handler(ctx, req)
+	}
+}
+
+// recoveredStream is recovered for a stream's handler (the Rate Limit
+// Quota Service's, health's Watch): the stream ends Internal.
+func recoveredStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in a handler", "method", info.FullMethod, "panic", fmt.Sprint(r))
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(srv, ss)
 	}
 }
