@@ -104,16 +104,7 @@ func (a *Allocator) Forget(id string) {
 // only that has not reported within two TTLs gets none. Planes silent for
 // two TTLs are forgotten once their holds end.
 func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
-	var ids []string
-	for id, p := range a.planes {
-		p.sent = slices.DeleteFunc(p.sent, func(g grant) bool { return !g.until.After(now) })
-		switch {
-		case now.Sub(p.seen) < 2*a.ttl:
-			ids = append(ids, id)
-		case len(p.sent) == 0:
-			delete(a.planes, id)
-		}
-	}
+	ids := a.prune(now)
 	slices.Sort(ids) // the order rounding's units follow: the same every call
 	demands := make([]int64, len(ids))
 	for i, id := range ids {
@@ -156,6 +147,28 @@ func (a *Allocator) Assign(now time.Time, only ...string) map[string]int64 {
 		p.sent = append(p.sent, grant{n: g, until: until, at: p.reports})
 	}
 	return out
+}
+
+// prune drops the grants whose hold ended at now, and the planes silent
+// for two TTLs that hold none, and returns the live planes' ids.
+func (a *Allocator) prune(now time.Time) (live []string) {
+	for id, p := range a.planes {
+		p.sent = slices.DeleteFunc(p.sent, func(g grant) bool { return !g.until.After(now) })
+		switch {
+		case now.Sub(p.seen) < 2*a.ttl:
+			live = append(live, id)
+		case len(p.sent) == 0:
+			delete(a.planes, id)
+		}
+	}
+	return live
+}
+
+// Idle reports whether no plane is known at now (after prune): the
+// allocator can go.
+func (a *Allocator) Idle(now time.Time) bool {
+	a.prune(now)
+	return len(a.planes) == 0
 }
 
 // SetLimit changes the limit (a rule's, reloaded). The holds stay: a lower

@@ -28,6 +28,7 @@ type memoryLedger struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	buckets map[string]*memoryBucket
+	swept   time.Time // when idle buckets were last dropped
 }
 
 type memoryBucket struct {
@@ -63,9 +64,25 @@ func (l *memoryLedger) bucket(key string, window time.Duration, limit int64, ttl
 func (l *memoryLedger) Grant(_ context.Context, key string, window time.Duration, limit int64, ttl time.Duration, plane string, demand int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a, now := l.bucket(key, window, limit, ttl).alloc, l.now()
+	now := l.now()
+	l.sweep(now, ttl)
+	a := l.bucket(key, window, limit, ttl).alloc
 	a.Report(plane, demand, now)
 	return a.Assign(now, plane)[plane], nil
+}
+
+// sweep drops the buckets no plane is known on, once a TTL at most: the
+// ledger holds the buckets of live planes and of holds not yet ended.
+func (l *memoryLedger) sweep(now time.Time, ttl time.Duration) {
+	if now.Sub(l.swept) < ttl {
+		return
+	}
+	l.swept = now
+	for k, b := range l.buckets {
+		if b.alloc.Idle(now) {
+			delete(l.buckets, k)
+		}
+	}
 }
 
 func (l *memoryLedger) Forget(_ context.Context, key string, window time.Duration, ttl time.Duration, plane string) error {

@@ -15,6 +15,8 @@ import (
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -69,12 +71,49 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 		if err != nil {
 			return err
 		}
+		if err := bounded(in, reported); err != nil {
+			return err
+		}
 		if out := s.report(stream.Context(), plane, in, reported); len(out.BucketAction) > 0 {
 			if err := stream.Send(out); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// A stream's bounds: one plane cannot make the service keep, or match,
+// more than these (a plane's buckets are its routes' few; a stream past
+// them ends InvalidArgument).
+const (
+	maxBuckets = 1000 // distinct buckets a stream reports
+	maxEntries = 16   // entries of a bucket id (ratelimitd's -max-entries default)
+	maxIDBytes = 4096 // bytes of a bucket id's keys and values
+)
+
+// bounded checks a report against a stream's bounds.
+func bounded(in *rlqsv3.RateLimitQuotaUsageReports, reported map[string]*usage) error {
+	if n := len(in.GetBucketQuotaUsages()); n > maxBuckets {
+		return status.Errorf(codes.InvalidArgument, "rlqs: %d bucket usages in a report, more than %d", n, maxBuckets)
+	}
+	fresh := 0
+	for _, u := range in.GetBucketQuotaUsages() {
+		id := u.GetBucketId().GetBucket()
+		size := 0
+		for k, v := range id {
+			size += len(k) + len(v)
+		}
+		if len(id) > maxEntries || size > maxIDBytes {
+			return status.Errorf(codes.InvalidArgument, "rlqs: a bucket id of %d entries and %d bytes, more than %d or %d", len(id), size, maxEntries, maxIDBytes)
+		}
+		if reported[bucketKey(in.GetDomain(), id)] == nil {
+			fresh++
+		}
+	}
+	if len(reported)+fresh > maxBuckets {
+		return status.Errorf(codes.InvalidArgument, "rlqs: more than %d buckets on one stream", maxBuckets)
+	}
+	return nil
 }
 
 // forgetBound bounds telling the ledger that a stream ended.
@@ -182,7 +221,8 @@ func blanket(rule typev3.RateLimitStrategy_BlanketRule, ttl time.Duration) *rlqs
 // match finds the rule of a bucket id: its entries as a descriptor's, in
 // the first order of their keys (sorted, then each permutation in turn)
 // that the domain's tree matches, since a bucket id has no order. Ids of
-// more than 6 entries are tried in key order only.
+// more than 4 entries are tried in key order only (24 orders at most: a
+// report of many unmatched buckets costs a bounded number of walks).
 func match(cfg *config.Config, domain string, id map[string]string) *config.Rule {
 	keys := make([]string, 0, len(id))
 	for k := range id {
@@ -197,7 +237,7 @@ func match(cfg *config.Config, domain string, id map[string]string) *config.Rule
 		r, _ := cfg.Match(domain, entries)
 		return r
 	}
-	if len(keys) > 6 {
+	if len(keys) > 4 {
 		return try()
 	}
 	var r *config.Rule
