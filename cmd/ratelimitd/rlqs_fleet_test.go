@@ -81,6 +81,56 @@ func (p *livePlane) report(elapsed time.Duration) error {
 	return nil
 }
 
+// runFleet runs each plane of fleet every interval until ctx ends: it
+// serves the requests since its last turn, reports them (on an error, once
+// more on the stream reconnect gives, if it gives one) and tells what it
+// admitted and its bucket's size. wait waits for them and returns the
+// first error.
+func runFleet(ctx context.Context, fleet []*livePlane, interval time.Duration,
+	reconnect func(i int) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient,
+	tell func(i int, now time.Time, admitted []time.Time, size int)) (wait func() error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(fleet))
+	for i, p := range fleet {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			last := time.Now()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-tick.C:
+					p.mu.Lock()
+					admitted := p.serve(now)
+					size := int(p.size)
+					err := p.report(now.Sub(last))
+					if err != nil && ctx.Err() == nil {
+						if s := reconnect(i); s != nil {
+							p.stream = s
+							err = p.report(now.Sub(last))
+						}
+					}
+					p.mu.Unlock()
+					last = now
+					if err != nil && ctx.Err() == nil {
+						errs <- err
+						return
+					}
+					tell(i, now, admitted, size)
+				}
+			}
+		}()
+	}
+	return func() error {
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+}
+
 // Two ratelimitd instances on one Redis serve a fleet of 20 planes (ten
 // each), demand summing to about 5x a limit of 1,000 a second, skewed and
 // shifting every 2 seconds; one instance is killed mid-run and its planes
@@ -128,51 +178,29 @@ descriptors:
 			p.demand = rng.ExpFloat64() * 250
 			p.mu.Unlock()
 		}
-		fleet[rng.IntN(planes)].demand = 3000
+		hot := fleet[rng.IntN(planes)]
+		hot.mu.Lock()
+		hot.demand = 3000
+		hot.mu.Unlock()
 	}
 	shift()
 
-	var wg sync.WaitGroup
-	errs := make(chan error, planes)
-	for i, p := range fleet {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			last := time.Now()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-tick.C:
-					p.mu.Lock()
-					admitted := p.serve(now)
-					size := int(p.size)
-					err := p.report(now.Sub(last))
-					if err != nil && i%2 == 1 { // its instance was killed: a new plane on the other
-						p.stream = connect(instances[0])
-						err = p.report(now.Sub(last))
-					}
-					p.mu.Unlock()
-					last = now
-					if err != nil {
-						errs <- err
-						return
-					}
-					mu.Lock()
-					for _, at := range admitted {
-						perSecond[at.Unix()]++
-					}
-					if sizes[now.Unix()] == nil {
-						sizes[now.Unix()] = map[int]int{}
-					}
-					sizes[now.Unix()][i] = max(sizes[now.Unix()][i], size)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	wait := runFleet(ctx, fleet, interval, func(i int) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
+		if i%2 == 0 {
+			return nil
+		}
+		return connect(instances[0]) // its instance was killed: a new plane on the other
+	}, func(i int, now time.Time, admitted []time.Time, size int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, at := range admitted {
+			perSecond[at.Unix()]++
+		}
+		if sizes[now.Unix()] == nil {
+			sizes[now.Unix()] = map[int]int{}
+		}
+		sizes[now.Unix()][i] = max(sizes[now.Unix()][i], size)
+	})
 	for step := range 40 { // 8 seconds in 200ms steps, the holds checked at each
 		time.Sleep(interval)
 		require.LessOrEqual(t, heldOnServer(t, admin), int64(limit), "step %d", step)
@@ -185,11 +213,7 @@ descriptors:
 		}
 	}
 	cancel()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	require.NoError(t, wait())
 	mu.Lock()
 	defer mu.Unlock()
 	for sec, n := range perSecond {
