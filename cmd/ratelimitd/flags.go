@@ -110,7 +110,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.nearCache, "near-cache", 10_000, "on a server store, denials answered in process until they expire (keys; 0: none)")
 	fs.BoolVar(&o.autoPipeline, "redis-auto-pipeline", true, "redis, redis-cluster and redis-sentinel stores: the decisions of concurrent requests share one write and one read (go-redis's auto-pipeliner); false: a connection and a round trip each")
 	fs.DurationVar(&o.timeout, "timeout", 100*time.Millisecond, "bound on one decision's store call")
-	fs.DurationVar(&o.rlqsTTL, "rlqs-ttl", 0, "serve Envoy's Rate Limit Quota Service on the gRPC listener (preview: one instance), its assignments living this long: a reporting interval and a half (0: not served)")
+	fs.DurationVar(&o.rlqsTTL, "rlqs-ttl", 0, "serve Envoy's Rate Limit Quota Service on the gRPC listener (a preview; on a server store every instance shares one allocation), its assignments living this long: a reporting interval and a half or more (0: not served)")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "on SIGTERM or SIGINT, how long requests in flight may take before the process exits")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM or SIGINT, how long readiness fails while requests are still served, before the listeners close (Kubernetes: the readiness probe's period or more)")
 	fs.DurationVar(&o.reload, "reload-every", 500*time.Millisecond, "how often the configuration is checked for changes (0: never)")
