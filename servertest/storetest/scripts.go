@@ -183,7 +183,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 	require.Empty(t, errs, "every call answers (seed %d)", seed)
 	require.Zero(t, pingErrs.Load(), "PINGs from another client that failed during the fuzz, of %d (seed %d)", pingN, seed)
 
-	slowest := slowestScript(ctx, t, c)
+	slowest, _ := slowestScript(ctx, t, c)
 	bound := slowMicros*time.Microsecond + late
 	t.Logf("%d calls; slowest script over %dµs: %v (bound %v: %dµs plus this process's worst timer lateness); %d pings answered",
 		calls, slowMicros, slowest, bound, slowMicros, pingN)
