@@ -10,85 +10,34 @@ import (
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/rlqs/rlqstest"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
-// livePlane is a data plane in real time: every interval it serves the
-// requests its demand brought since the last report (arrivals spread
-// evenly), admitting what its assignment's token bucket holds, then
-// reports them and applies the answer. An expired assignment denies all.
+// livePlane is a data plane in real time (rlqstest.Plane), with the
+// demand a test sets while runFleet runs it.
 type livePlane struct {
-	bucket *rlqsv3.BucketId
+	*rlqstest.Plane
 	mu     sync.Mutex
 	demand float64 // requests a second
-	stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
-
-	allowed, denied uint64
-	tokens, size    float64
-	fill            time.Duration // a token each; 0: deny all
-	until           time.Time
-	last            time.Time
 }
 
-// serve admits the requests that arrived in (p.last, now] and returns
-// when each admitted one arrived.
-func (p *livePlane) serve(now time.Time) []time.Time {
-	var admitted []time.Time
-	gap := time.Duration(float64(time.Second) / max(p.demand, 1e-9))
-	for at := p.last.Add(gap); !at.After(now) && p.demand > 0; at = at.Add(gap) {
-		if p.fill > 0 {
-			p.tokens = min(p.size, p.tokens+float64(gap)/float64(p.fill))
-		}
-		if p.fill == 0 || !at.Before(p.until) || p.tokens < 1 {
-			p.denied++
-			continue
-		}
-		p.tokens--
-		p.allowed++
-		admitted = append(admitted, at)
-	}
-	p.last = now
-	return admitted
-}
-
-// report sends the usage since the last report and applies the answer.
-func (p *livePlane) report(elapsed time.Duration) error {
-	if err := p.stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "fleet", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
-		BucketId: p.bucket, TimeElapsed: durationpb.New(elapsed), NumRequestsAllowed: p.allowed, NumRequestsDenied: p.denied,
-	}}}); err != nil {
-		return err
-	}
-	p.allowed, p.denied = 0, 0
-	res, err := p.stream.Recv()
-	if err != nil {
-		return err
-	}
-	a := res.GetBucketAction()[0].GetQuotaAssignmentAction()
-	p.until = time.Now().Add(a.GetAssignmentTimeToLive().AsDuration())
-	if tb := a.GetRateLimitStrategy().GetTokenBucket(); tb != nil {
-		fill := tb.GetFillInterval().AsDuration() / time.Duration(tb.GetTokensPerFill().GetValue())
-		if p.fill != fill || p.size != float64(tb.GetMaxTokens()) { // a new assignment starts full
-			p.tokens = float64(tb.GetMaxTokens())
-		}
-		p.fill, p.size = fill, float64(tb.GetMaxTokens())
-	} else {
-		p.fill, p.size = 0, 0
-	}
-	return nil
+// newLivePlane is a plane of bucket tenant=acme in domain fleet on stream.
+func newLivePlane(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, demand float64) *livePlane {
+	return &livePlane{Plane: &rlqstest.Plane{Stream: stream, Domain: "fleet", Bucket: &rlqsv3.BucketId{Bucket: map[string]string{"tenant": "acme"}}}, demand: demand}
 }
 
 // runFleet runs each plane of fleet every interval until ctx ends: it
 // serves the requests since its last turn, reports them (on an error, once
 // more on the stream reconnect gives, if it gives one) and tells what it
-// admitted and its bucket's size. wait waits for them and returns the
-// first error.
+// admitted, its bucket's size and the reports it sent. wait waits for
+// them and returns the first error.
 func runFleet(ctx context.Context, fleet []*livePlane, interval time.Duration,
 	reconnect func(i int) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient,
-	tell func(i int, now time.Time, admitted []time.Time, size int)) (wait func() error) {
+	tell func(i int, now time.Time, admitted []time.Time, size, sent int)) (wait func() error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(fleet))
 	for i, p := range fleet {
@@ -104,13 +53,15 @@ func runFleet(ctx context.Context, fleet []*livePlane, interval time.Duration,
 					return
 				case now := <-tick.C:
 					p.mu.Lock()
-					admitted := p.serve(now)
-					size := int(p.size)
-					err := p.report(now.Sub(last))
+					admitted := p.Serve(last, now, p.demand)
+					size := p.Size()
+					sent, err := p.Report(now.Sub(last))
 					if err != nil && ctx.Err() == nil {
 						if s := reconnect(i); s != nil {
-							p.stream = s
-							err = p.report(now.Sub(last))
+							p.Stream = s
+							var more int
+							more, err = p.Report(now.Sub(last))
+							sent += more
 						}
 					}
 					p.mu.Unlock()
@@ -119,7 +70,7 @@ func runFleet(ctx context.Context, fleet []*livePlane, interval time.Duration,
 						errs <- err
 						return
 					}
-					tell(i, now, admitted, size)
+					tell(i, now, admitted, size, sent)
 				}
 			}
 		}()
@@ -169,7 +120,7 @@ descriptors:
 	fleet := make([]*livePlane, planes)
 	began := time.Now()
 	for i := range fleet {
-		fleet[i] = &livePlane{bucket: &rlqsv3.BucketId{Bucket: map[string]string{"tenant": "acme"}}, stream: connect(instances[i%2]), last: began}
+		fleet[i] = newLivePlane(connect(instances[i%2]), 0)
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	shift := func() {
@@ -190,7 +141,7 @@ descriptors:
 			return nil
 		}
 		return connect(instances[0]) // its instance was killed: a new plane on the other
-	}, func(i int, now time.Time, admitted []time.Time, size int) {
+	}, func(i int, now time.Time, admitted []time.Time, size, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, at := range admitted {

@@ -8,88 +8,13 @@ import (
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/rlqs/rlqstest"
 )
-
-// dataPlane follows the protocol as Envoy's filter does for one bucket: it
-// reports its usage every interval on its stream (and at once after an
-// answer that changed its assignment), enforces the last
-// assignment it received with a token bucket (none yet, or one expired:
-// deny all, the expired-assignment behaviour the bound needs), and counts
-// what it admitted.
-type dataPlane struct {
-	stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
-	bucket *rlqsv3.BucketId
-
-	allowed, denied uint64 // since the last report
-	deny            bool   // a DENY_ALL assignment
-	tokens, max     float64
-	fill            time.Duration // one token each
-	until           time.Time     // the assignment's end
-}
-
-// serve runs one interval of demand requests spread over it from at,
-// admitting what the assignment allows.
-func (p *dataPlane) serve(at time.Time, interval time.Duration, demand int) (admitted int) {
-	for i := range demand {
-		t := at.Add(interval * time.Duration(i) / time.Duration(demand))
-		if p.fill > 0 {
-			p.tokens = min(p.max, p.tokens+float64(interval/time.Duration(demand))/float64(p.fill))
-		}
-		if p.deny || p.fill == 0 || !t.Before(p.until) || p.tokens < 1 {
-			p.denied++
-			continue
-		}
-		p.tokens--
-		p.allowed++
-		admitted++
-	}
-	return admitted
-}
-
-// report sends the usage since the last report and applies the answer;
-// an answer that changed the assignment is reported at once, as Envoy
-// does (its usage since: none), and that answer applied in turn (three
-// times at most).
-func (p *dataPlane) report(t *testing.T, domain string, now time.Time, elapsed time.Duration) {
-	for range 3 {
-		require.NoError(t, p.stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
-			BucketId: p.bucket, TimeElapsed: durationpb.New(elapsed), NumRequestsAllowed: p.allowed, NumRequestsDenied: p.denied,
-		}}}))
-		p.allowed, p.denied, elapsed = 0, 0, 0
-		res, err := p.stream.Recv()
-		require.NoError(t, err)
-		require.Len(t, res.GetBucketAction(), 1)
-		if !p.apply(res.GetBucketAction()[0].GetQuotaAssignmentAction(), now) {
-			return
-		}
-	}
-}
-
-// apply makes a its assignment from now, and reports whether it changed
-// the strategy (a TTL's extension does not).
-func (p *dataPlane) apply(a *rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction, now time.Time) (changed bool) {
-	p.until = now.Add(a.GetAssignmentTimeToLive().AsDuration())
-	if tb := a.GetRateLimitStrategy().GetTokenBucket(); tb != nil {
-		fill := tb.GetFillInterval().AsDuration() / time.Duration(tb.GetTokensPerFill().GetValue())
-		changed = p.deny || fill != p.fill || float64(tb.GetMaxTokens()) != p.max
-		if changed { // a new assignment starts full
-			p.tokens = float64(tb.GetMaxTokens())
-		}
-		p.deny, p.fill, p.max = false, fill, float64(tb.GetMaxTokens())
-		return changed
-	}
-	deny := a.GetRateLimitStrategy().GetBlanketRule() == typev3.RateLimitStrategy_DENY_ALL
-	changed = deny != p.deny || p.fill != 0
-	p.deny, p.fill, p.max = deny, 0, 0
-	return changed
-}
 
 // Twenty planes on one bucket of a rule of 1,000 a second, their demand
 // summing to about 5x it, skewed, shifting every 10 intervals, one plane
@@ -103,7 +28,7 @@ func (p *dataPlane) apply(a *rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAss
 // least of its max-min fair shares of the demand, and a plane asking less
 // than its share 90% at least of its ask. The service's calls (reports)
 // per admitted request are 100x fewer than RLS's (a call a request) at
-// least: 398x in this run of it.
+// least (the immediate reports after a changed assignment counted).
 func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 	cfg, err := config.Parse("fleet.yaml", []byte("domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: 1000}\n"))
 	require.NoError(t, err)
@@ -115,18 +40,24 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
-	fleet := make([]*dataPlane, planes)
+	var reports, requests, admittedAll int // RLQS's calls; RLS's would be one a request
+	report := func(p *rlqstest.Plane, elapsed time.Duration) {
+		sent, err := p.Report(elapsed)
+		require.NoError(t, err)
+		reports += sent
+	}
+	fleet := make([]*rlqstest.Plane, planes)
 	for i := range fleet {
 		stream, err := client.StreamRateLimitQuotas(context.Background())
 		require.NoError(t, err)
-		fleet[i] = &dataPlane{stream: stream, bucket: &rlqsv3.BucketId{Bucket: map[string]string{"tenant": "acme"}}}
-		fleet[i].report(t, "fleet", now, 0) // the bucket's first report
+		fleet[i] = &rlqstest.Plane{Stream: stream, Domain: "fleet", Bucket: &rlqsv3.BucketId{Bucket: map[string]string{"tenant": "acme"}},
+			Clock: func() time.Time { return now }}
+		report(fleet[i], 0) // the bucket's first report
 	}
 
 	rng := rand.New(rand.NewPCG(7, 8))
 	demands := make([]int, planes)
 	alive := planes
-	var reports, requests, admittedAll int // RLQS's calls; RLS's would be one a request
 	for s := range 60 {
 		if s%10 == 0 {
 			for i := range demands {
@@ -136,16 +67,16 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 		}
 		if s == 35 { // one plane's instance killed: its stream ends
 			alive--
-			require.NoError(t, fleet[alive].stream.CloseSend())
+			require.NoError(t, fleet[alive].Stream.CloseSend())
 		}
 		total := 0
 		grants := 0
 		admitted := make([]int, alive)
 		for i, p := range fleet[:alive] {
-			admitted[i] = p.serve(now, interval, demands[i])
+			admitted[i] = len(p.Serve(now, now.Add(interval), float64(demands[i])))
 			total += admitted[i]
 			requests += demands[i]
-			grants += int(p.max)
+			grants += p.Size()
 		}
 		require.LessOrEqual(t, total, limit+grants, "interval %d: the limit and a tenth of each grant", s)
 		if s%10 >= 3 && (s < 35 || s > 38) {
@@ -167,8 +98,7 @@ func TestAFleetKeepsTheLimitSplitByDemand(t *testing.T) {
 		admittedAll += total
 		now = now.Add(interval)
 		for _, p := range fleet[:alive] {
-			p.report(t, "fleet", now, interval)
-			reports++
+			report(p, interval)
 		}
 	}
 	// The service's calls per admitted request, against RLS's one call a
