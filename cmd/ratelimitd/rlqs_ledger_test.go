@@ -106,3 +106,30 @@ func TestTheSharesOnAServerKeepTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// On the server too, a bucket counts rlqs.MaxPlanes planes at most: one
+// more is granted nothing and not written.
+func TestTheSharesOnAServerCountMaxPlanesABucket(t *testing.T) {
+	srv := testserver.Own(t, testserver.Redis)
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	o, err := parseFlags([]string{"-config", "x.yaml"}, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	st, err := openStore("redis://"+srv.Addr, o, nil, slog.Default())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	for i := range rlqs.MaxPlanes {
+		_, err := st.ledger.Grant(ctx, "bucket", time.Second, 1_000_000, time.Minute, fmt.Sprintf("plane-%d", i), 10)
+		require.NoError(t, err)
+	}
+	g, err := st.ledger.Grant(ctx, "bucket", time.Second, 1_000_000, time.Minute, "one-more", 10)
+	require.NoError(t, err)
+	require.Zero(t, g)
+	keys, err := admin.Keys(ctx, ledgerPrefix+"*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	n, err := admin.HLen(ctx, keys[0]).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, rlqs.MaxPlanes+1, n, "the planes and the window's field")
+}

@@ -23,6 +23,12 @@ type Ledger interface {
 	Forget(ctx context.Context, bucket string, window time.Duration, ttl time.Duration, plane string) error
 }
 
+// MaxPlanes bounds the planes one bucket counts: a plane the bucket does
+// not know yet when it counts as many is granted nothing (DENY_ALL) and
+// not recorded, so that the work of each report, which reads every plane
+// of its bucket, stays bounded whatever the streams clients open.
+const MaxPlanes = 1000
+
 // memoryLedger is a Ledger of Allocators in this process, on its clock.
 type memoryLedger struct {
 	now     func() time.Time
@@ -67,6 +73,9 @@ func (l *memoryLedger) Grant(_ context.Context, key string, window time.Duration
 	now := l.now()
 	l.sweep(now, ttl)
 	a := l.bucket(key, window, limit, ttl).alloc
+	if _, known := a.planes[plane]; !known && len(a.planes) >= MaxPlanes {
+		return 0, nil
+	}
 	a.Report(plane, demand, now)
 	return a.Assign(now, plane)[plane], nil
 }
@@ -127,7 +136,7 @@ func (l *scriptLedger) key(bucket string) string {
 }
 
 func (l *scriptLedger) Grant(ctx context.Context, bucket string, window time.Duration, limit int64, ttl time.Duration, plane string, demand int64) (int64, error) {
-	n, err := l.eval(ctx, []string{l.key(bucket)}, plane, demand, limit, ttl.Milliseconds(), "grant", window.Milliseconds())
+	n, err := l.eval(ctx, []string{l.key(bucket)}, plane, demand, limit, ttl.Milliseconds(), "grant", window.Milliseconds(), MaxPlanes)
 	if err != nil {
 		return 0, fmt.Errorf("rlqs: the shares of a bucket: %w", err)
 	}
@@ -135,7 +144,7 @@ func (l *scriptLedger) Grant(ctx context.Context, bucket string, window time.Dur
 }
 
 func (l *scriptLedger) Forget(ctx context.Context, bucket string, window time.Duration, ttl time.Duration, plane string) error {
-	if _, err := l.eval(ctx, []string{l.key(bucket)}, plane, 0, 0, ttl.Milliseconds(), "forget", window.Milliseconds()); err != nil {
+	if _, err := l.eval(ctx, []string{l.key(bucket)}, plane, 0, 0, ttl.Milliseconds(), "forget", window.Milliseconds(), MaxPlanes); err != nil {
 		return fmt.Errorf("rlqs: forgetting a plane: %w", err)
 	}
 	return nil

@@ -8,9 +8,10 @@
 --         and the field '~w': the window (ms) the numbers count in
 -- ARGV    plane, demand (requests a window), limit, ttl (ms), op ('grant':
 --         report and get a grant; 'forget': the plane's stream ended),
---         window (ms)
+--         window (ms), the most planes the bucket counts (ledger.go's
+--         MaxPlanes: a plane it does not know past them gets 0, unrecorded)
 -- Returns the plane's grant ('grant'), or 0.
-local key, me, demand, limit, ttl, op, window = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local key, me, demand, limit, ttl, op, window, max_planes = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -46,6 +47,9 @@ for i = 1, #raw, 2 do
 end
 local p = planes[me]
 if not p then
+  local known = 0
+  for _ in pairs(planes) do known = known + 1 end
+  if known >= max_planes or op ~= 'grant' then return 0 end -- nothing written: what it read stands
   p = {demand = 0, seen = 0, reports = 0, grants = {}}
   planes[me] = p
 end
