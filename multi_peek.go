@@ -65,6 +65,9 @@ func (m *Multi) peekAll(ctx context.Context, keys []string) (md MultiDecision, o
 // request's own: a stand-in's decisions (a *backend.Fallback naming a rule
 // for each request) are settled one by one, each under its own rule.
 func shareOf(err error, n, i int) error {
+	if err == nil { // the common call: errors.As's target would escape for nothing
+		return nil
+	}
 	var fb *backend.Fallback
 	if errors.As(err, &fb) && len(fb.Rules) == n {
 		return &backend.Fallback{Rules: fb.Rules[i : i+1], Err: fb.Err}
