@@ -34,7 +34,8 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 	if s.countAll {
 		return s.count(ctx, checks, res)
 	}
-	var enforced, pools []check
+	enforced := make([]check, 0, len(checks)) // one allocation, not one per growth
+	var pools []check
 	for _, c := range checks {
 		switch {
 		case c.usage:
