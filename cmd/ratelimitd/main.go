@@ -43,6 +43,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	tuneGC(os.Getenv)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
 	switch {
 	case errors.Is(err, errUsage):

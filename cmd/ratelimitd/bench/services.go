@@ -86,14 +86,16 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		name, alg string
 		flags     []string
 		scheme    string
+		env       []string // beside the bench's own
 	}{
-		{"ratelimitd fixed (defaults)", "", nil, "redis"},
-		{"ratelimitd fixed, -near-cache 0", "", []string{"-near-cache", "0"}, "redis"},
-		{"ratelimitd fixed, -near-cache 0, no auto-pipeline", "", []string{"-near-cache", "0", "-redis-auto-pipeline=false"}, "redis"},
-		{"ratelimitd fixed, valkey://, -near-cache 0", "", []string{"-near-cache", "0"}, "valkey"},
-		{"ratelimitd fixed, -count-over-limit (as master counts)", "", []string{"-count-over-limit"}, "redis"},
-		{"ratelimitd sliding log (exact)", "sliding", nil, "redis"},
-		{"ratelimitd gcra", "gcra", nil, "redis"},
+		{"ratelimitd fixed (defaults)", "", nil, "redis", nil},
+		{"ratelimitd fixed, -near-cache 0", "", []string{"-near-cache", "0"}, "redis", nil},
+		{"ratelimitd fixed, -near-cache 0, no auto-pipeline", "", []string{"-near-cache", "0", "-redis-auto-pipeline=false"}, "redis", nil},
+		{"ratelimitd fixed, -near-cache 0, GOGC=100", "", []string{"-near-cache", "0"}, "redis", []string{"GOGC=100"}},
+		{"ratelimitd fixed, valkey://, -near-cache 0", "", []string{"-near-cache", "0"}, "valkey", nil},
+		{"ratelimitd fixed, -count-over-limit (as master counts)", "", []string{"-count-over-limit"}, "redis", nil},
+		{"ratelimitd sliding log (exact)", "sliding", nil, "redis", nil},
+		{"ratelimitd gcra", "gcra", nil, "redis", nil},
 	} {
 		path := filepath.Join(dir, fmt.Sprintf("ratelimitd-%d.yaml", len(out)))
 		if err := os.WriteFile(path, []byte(config(limit, c.alg, descriptorKeys(descriptors))), 0o644); err != nil {
@@ -101,7 +103,7 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		}
 		args := []string{"-config", path, "-store", c.scheme + "://" + redisAddr, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-format", "json"}
 		args = append(args, c.flags...)
-		s, err := startRatelimitd(c.name, bins["ratelimitd"], args)
+		s, err := startRatelimitd(c.name, bins["ratelimitd"], args, c.env)
 		if err != nil {
 			return nil, err
 		}
@@ -110,8 +112,11 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 	return out, nil
 }
 
-func startRatelimitd(name, bin string, args []string) (*service, error) {
+func startRatelimitd(name, bin string, args, env []string) (*service, error) {
 	s := &service{name: name, cmd: exec.Command(bin, append(args, "-log-level", "info")...)}
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
