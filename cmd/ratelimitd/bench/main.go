@@ -94,7 +94,12 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 	}()
 	results := make([][]result, len(services))
 	for r := 0; r < rounds; r++ {
-		for i, s := range services {
+		// Each round starts at another service, so that none is always
+		// measured at one place in the run (the first after a start,
+		// the last on a server holding every earlier round's keys).
+		for j := range services {
+			i := (j + r*len(services)/rounds) % len(services)
+			s := services[i]
 			res, err := measure(s, redisAddr, fmt.Sprintf("s%d-r%d", i, r), duration, callers, values, descriptors)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
