@@ -39,9 +39,10 @@ var functions [len(bodies)]string
 func Function(alg backend.Algorithm) string { return functions[alg] }
 
 // libraryTop is the library's text outside its functions, run at load:
-// the sliding log's helpers and the other algorithms' functions (All's) are
-// made once.
-var libraryTop = prelude + sliding + function("fixed", fixedBody) + function("counter", counterBody) + function("gcra", gcraBody)
+// the sliding log's helpers, the other algorithms' functions and All's
+// helpers (all.lua) are made once: All's closures made on every call cost
+// it 4% of its server time on three keys (docs/figures.md).
+var libraryTop = prelude + sliding + function("fixed", fixedBody) + function("counter", counterBody) + function("gcra", gcraBody) + allHelpers
 
 // allFunction is the name of the function deciding several requests
 // together, as All does, with the same keys and arguments.

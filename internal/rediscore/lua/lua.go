@@ -38,6 +38,8 @@ var (
 	gcra string
 	//go:embed decide.lua
 	decide string
+	//go:embed all.lua
+	allHelpers string
 	//go:embed one.lua
 	one string
 	//go:embed state.lua
@@ -69,7 +71,8 @@ var (
 
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, the sliding log's functions, a function around
-	// each other algorithm's body (the library's top), then decide.lua.
+	// each other algorithm's body and all.lua's helpers (the library's
+	// top), then decide.lua.
 	All = newLua(libraryTop + decide)
 
 	// ones are the scripts of one request (Take, Peek, Refund), by
