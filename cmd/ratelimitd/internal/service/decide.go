@@ -67,11 +67,19 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 
 // count decides as envoyproxy/ratelimit counts (Options.CountOverLimit):
 // every descriptor is charged its cost whatever the others answer, over
-// once its count passes its limit; a cost of 0 checks.
+// once its count passes its limit; a cost of 0 checks. The charges of a
+// request's distinct keys go to the store at once (useAll), as upstream
+// pipelines its INCRBYs; a key a request names twice is charged in order.
 func (s *Service) count(ctx context.Context, checks []check, res *Result) error {
-	for _, c := range checks {
-		if err := use(ctx, c, res); err != nil {
+	if len(checks) > 1 && len(checks) <= maxTogether && distinctKeys(checks) {
+		if err := useAll(ctx, checks, res); err != nil {
 			return err
+		}
+	} else {
+		for _, c := range checks {
+			if err := use(ctx, c, res); err != nil {
+				return err
+			}
 		}
 	}
 	res.OverLimit = s.verdict(res)
@@ -84,9 +92,14 @@ func use(ctx context.Context, c check, res *Result) error {
 	if err != nil {
 		return err
 	}
-	// Charged whatever the quota: counted unless a check or a rule of 0.
-	record(res, c, d, over && !c.rule.Shadow, over && c.rule.Shadow, c.limiter != nil && c.cost > 0)
+	recordUse(res, c, d, over)
 	return nil
+}
+
+// recordUse records a usage's decision: charged whatever the quota, so
+// counted unless a check or a rule of 0.
+func recordUse(res *Result, c check, d ratelimit.Decision, over bool) {
+	record(res, c, d, over && !c.rule.Shadow, over && c.rule.Shadow, c.limiter != nil && c.cost > 0)
 }
 
 // record puts check c's decision into its descriptor's status. A

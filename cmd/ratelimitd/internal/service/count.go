@@ -1,0 +1,65 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// maxTogether is the most charges of one request useAll sends at once: a
+// client chooses how many descriptors it sends, and each is a goroutine.
+// Envoy's requests name a few.
+const maxTogether = 8
+
+// distinctKeys reports whether no two of checks name one key: their
+// charges are then independent, and their order does not matter.
+func distinctKeys(checks []check) bool {
+	for i := range checks {
+		for j := i + 1; j < len(checks); j++ {
+			if checks[i].key == checks[j].key {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// useAll is use for each of checks, whose keys are distinct, at once: their
+// calls are in flight together, and on a client that pipelines concurrent
+// callers (valkey-go, go-redis's auto-pipeliner) they share a round trip,
+// where one after another took one each: -count-over-limit with three
+// descriptors served 0.75x envoyproxy/ratelimit's rate (docs/figures.md).
+// The statuses are recorded in order once all are back, and the first
+// error in order is returned, as use's loop would.
+func useAll(ctx context.Context, checks []check, res *Result) error {
+	type used struct {
+		d    ratelimit.Decision
+		over bool
+		err  error
+	}
+	all := make([]used, len(checks))
+	var wg sync.WaitGroup
+	for i := 1; i < len(checks); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil { // no panic ends the process from here
+					all[i].err = fmt.Errorf("charging %q: panic: %v", checks[i].key, r)
+				}
+			}()
+			all[i].d, all[i].over, all[i].err = useOne(ctx, checks[i])
+		}()
+	}
+	all[0].d, all[0].over, all[0].err = useOne(ctx, checks[0])
+	wg.Wait()
+	for i, c := range checks {
+		if all[i].err != nil {
+			return all[i].err
+		}
+		recordUse(res, c, all[i].d, all[i].over)
+	}
+	return nil
+}
