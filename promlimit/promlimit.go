@@ -30,7 +30,6 @@ package promlimit
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,6 +45,7 @@ type Observer struct {
 	permits     *prometheus.GaugeVec
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
+	series      seriesCache // decisions' and latency's, by policy
 }
 
 // New registers the metrics with reg and returns their Observer. One
@@ -93,15 +93,14 @@ func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 	case e.Op == ratelimit.OpAcquire && e.Decision.Allowed && e.Decision.Source == ratelimit.SourceStore:
 		o.permits.WithLabelValues(e.Name).Inc()
 	}
-	result := "allowed"
+	result := 0 // results' allowed
 	switch {
 	case e.Err != nil && e.Decision.Source == ratelimit.SourceStore:
-		result = "error"
+		result = 2
 	case !e.Decision.Allowed:
-		result = "denied"
+		result = 1
 	}
-	o.decisions.WithLabelValues(e.Name, result, e.Decision.Source.String(), strconv.FormatBool(e.DryRun)).Inc()
-	o.latency.WithLabelValues(e.Name).Observe(e.Latency.Seconds())
+	o.decision(e.Name, result, e.Decision.Source, e.DryRun, e.Latency.Seconds())
 }
 
 // PermitsHeld is the gauge of the permits policy's Limiter holds in this
