@@ -16,19 +16,26 @@ import (
 // the caller's own deadline. Only stores with I/O have a budget (an
 // in-process store has none), and its timer is made only when a call waits
 // (see budgetCtx).
-func (l *Limiter) budget(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
+// The call ends it with endBudget, not a CancelFunc: a method value
+// returned would be one more allocation a call.
+func (l *Limiter) budget(ctx context.Context, now time.Time) context.Context {
 	if l.timeout == 0 || ctx.Err() != nil {
-		return ctx, noCancel
+		return ctx
 	}
 	deadline := now.Add(l.timeout)
 	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
-		return ctx, noCancel
+		return ctx
 	}
-	b := &budgetCtx{parent: ctx, deadline: deadline}
-	return b, b.release
+	return &budgetCtx{parent: ctx, deadline: deadline}
 }
 
-func noCancel() {}
+// endBudget releases ctx, budget's, once its call is over (the caller's
+// own context, when it got no budget, is left alone).
+func endBudget(ctx context.Context) {
+	if b, ok := ctx.(*budgetCtx); ok {
+		b.release()
+	}
+}
 
 // budgetCtx is context.WithDeadlineCause(parent, deadline,
 // backend.ErrBudget), made (armed) only once a call waits on it (Done, and
@@ -62,7 +69,7 @@ func (b *budgetCtx) arm() context.Context {
 	return b.ctx
 }
 
-// release is the CancelFunc: the call is over.
+// release ends the budget: the call is over (endBudget).
 func (b *budgetCtx) release() {
 	b.released.Store(true)
 	if b.armed.Load() {

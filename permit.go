@@ -53,9 +53,9 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Permit, Decision, e
 	}
 	p := &Permit{l: l, policy: c.policy, req: req, id: permitID()}
 	began := time.Now()
-	sctx, cancel := l.budget(ctx, began)
+	sctx := l.budget(ctx, began)
 	out, err := l.store.Acquire(sctx, req, p.id)
-	cancel()
+	endBudget(sctx)
 	d, err := l.settle(ctx, c, req, OpAcquire, true, &out, err, began)
 	switch {
 	case err != nil || !d.Allowed:
@@ -90,8 +90,8 @@ func (p *Permit) renew() {
 	if p.released {
 		return
 	}
-	ctx, cancel := p.l.budget(context.Background(), time.Now())
-	defer cancel()
+	ctx := p.l.budget(context.Background(), time.Now())
+	defer endBudget(ctx)
 	req := p.req
 	req.Now = 0
 	if p.l.clock != nil {
@@ -137,9 +137,9 @@ func (p *Permit) Release(ctx context.Context) error {
 		req.Now = l.clock().UnixMicro()
 	}
 	began := time.Now()
-	sctx, cancel := l.budget(ctx, began)
+	sctx := l.budget(ctx, began)
 	out, err := l.store.Release(sctx, req, p.id)
-	cancel()
+	endBudget(sctx)
 	if l.observer != nil {
 		var d Decision
 		if err == nil {

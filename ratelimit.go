@@ -276,8 +276,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
 	}
-	sctx, cancel := l.budget(ctx, time.Now())
-	defer cancel()
+	sctx := l.budget(ctx, time.Now())
+	defer endBudget(sctx)
 	if err := l.store.Reset(sctx, l.prefix, key); err != nil {
 		return storeError(err)
 	}
