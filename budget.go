@@ -16,25 +16,19 @@ import (
 // the caller's own deadline. Only stores with I/O have a budget (an
 // in-process store has none), and its timer is made only when a call waits
 // (see budgetCtx).
-// The call ends it with endBudget, not a CancelFunc: a method value
-// returned would be one more allocation a call.
-func (l *Limiter) budget(ctx context.Context, now time.Time) context.Context {
+// The call ends the budget it got (nil: none was made) with its end
+// method, not a CancelFunc: a method value returned would be one more
+// allocation a call.
+func (l *Limiter) budget(ctx context.Context, now time.Time) (context.Context, *budgetCtx) {
 	if l.timeout == 0 || ctx.Err() != nil {
-		return ctx
+		return ctx, nil
 	}
 	deadline := now.Add(l.timeout)
 	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
-		return ctx
+		return ctx, nil // the caller's, perhaps another Limiter's budget: not this call's to end
 	}
-	return &budgetCtx{parent: ctx, deadline: deadline}
-}
-
-// endBudget releases ctx, budget's, once its call is over (the caller's
-// own context, when it got no budget, is left alone).
-func endBudget(ctx context.Context) {
-	if b, ok := ctx.(*budgetCtx); ok {
-		b.release()
-	}
+	b := &budgetCtx{parent: ctx, deadline: deadline}
+	return b, b
 }
 
 // budgetCtx is context.WithDeadlineCause(parent, deadline,
@@ -69,7 +63,14 @@ func (b *budgetCtx) arm() context.Context {
 	return b.ctx
 }
 
-// release ends the budget: the call is over (endBudget).
+// end ends the budget, if one was made: the call is over.
+func (b *budgetCtx) end() {
+	if b != nil {
+		b.release()
+	}
+}
+
+// release is end's, on a budget that was made.
 func (b *budgetCtx) release() {
 	b.released.Store(true)
 	if b.armed.Load() {

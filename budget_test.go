@@ -146,3 +146,31 @@ func (s *recordingStore) Take(ctx context.Context, _ backend.Request) (backend.O
 	s.err, s.cause = ctx.Err(), context.Cause(ctx)
 	return backend.Outcome{}, nil
 }
+
+// cascade is a store that asks another Limiter within its call, with the
+// context it was given, and reports that context's Err after.
+type cascade struct {
+	failingStore
+	inner *ratelimit.Limiter
+	after error
+}
+
+func (s *cascade) Take(ctx context.Context, _ backend.Request) (backend.Outcome, error) {
+	_, _ = s.inner.Allow(ctx, "inner")
+	s.after = ctx.Err()
+	return allowed(), nil
+}
+
+// A Limiter called within another's store call, under the outer budget
+// (earlier than its own), does not end the outer budget when its call
+// ends: that budget is not its to end.
+func TestAnInnerCallLeavesTheOuterBudget(t *testing.T) {
+	inner, err := ratelimit.New(immediate{}, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Hour))
+	require.NoError(t, err)
+	s := &cascade{inner: inner}
+	outer, err := ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Minute))
+	require.NoError(t, err)
+	_, err = outer.Allow(context.Background(), "outer")
+	require.NoError(t, err)
+	require.NoError(t, s.after, "the outer budget after the inner call")
+}

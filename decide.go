@@ -54,9 +54,9 @@ func costError(n int, maxCost int64) error {
 // take asks the store to decide req, and settles its answer.
 func (l *Limiter) take(ctx context.Context, c *compiled, req backend.Request) (Decision, error) {
 	began := time.Now()
-	sctx := l.budget(ctx, began)
+	sctx, budget := l.budget(ctx, began)
 	out, err := l.store.Take(sctx, req)
-	endBudget(sctx)
+	budget.end()
 	return l.settle(ctx, c, req, OpTake, true, &out, err, began)
 }
 
@@ -65,9 +65,9 @@ func (l *Limiter) take(ctx context.Context, c *compiled, req backend.Request) (D
 // look before it decides: the decision it then makes is what is observed).
 func (l *Limiter) peek(ctx context.Context, c *compiled, req backend.Request, observe bool) (Decision, error) {
 	began := time.Now()
-	sctx := l.budget(ctx, began)
+	sctx, budget := l.budget(ctx, began)
 	out, err := l.store.Peek(sctx, req)
-	endBudget(sctx)
+	budget.end()
 	return l.settle(ctx, c, req, OpPeek, observe, &out, err, began)
 }
 

@@ -223,10 +223,10 @@ func (m *Multi) takeAll(ctx context.Context, cs []*compiled, all []backend.Reque
 		}
 	}
 	began := time.Now()
-	sctx := m.limiters[0].budget(ctx, began)
+	sctx, budget := m.limiters[0].budget(ctx, began)
 	outs := make([]backend.Outcome, len(reqs))
 	err := m.atomic.TakeAll(sctx, reqs, outs)
-	endBudget(sctx)
+	budget.end()
 	if errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
 	}

@@ -39,10 +39,10 @@ func (m *Multi) peekAll(ctx context.Context, keys []string) (md MultiDecision, o
 		}
 	}
 	began := time.Now()
-	sctx := m.limiters[0].budget(ctx, began)
+	sctx, budget := m.limiters[0].budget(ctx, began)
 	outs := make([]backend.Outcome, len(reqs))
 	err = m.atomic.PeekAll(sctx, reqs, outs)
-	endBudget(sctx)
+	budget.end()
 	if errors.Is(err, errors.ErrUnsupported) {
 		return MultiDecision{}, false, nil
 	}

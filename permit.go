@@ -53,9 +53,9 @@ func (l *Limiter) Acquire(ctx context.Context, key string) (*Permit, Decision, e
 	}
 	p := &Permit{l: l, policy: c.policy, req: req, id: permitID()}
 	began := time.Now()
-	sctx := l.budget(ctx, began)
+	sctx, budget := l.budget(ctx, began)
 	out, err := l.store.Acquire(sctx, req, p.id)
-	endBudget(sctx)
+	budget.end()
 	d, err := l.settle(ctx, c, req, OpAcquire, true, &out, err, began)
 	switch {
 	case err != nil || !d.Allowed:
@@ -90,8 +90,8 @@ func (p *Permit) renew() {
 	if p.released {
 		return
 	}
-	ctx := p.l.budget(context.Background(), time.Now())
-	defer endBudget(ctx)
+	ctx, budget := p.l.budget(context.Background(), time.Now())
+	defer budget.end()
 	req := p.req
 	req.Now = 0
 	if p.l.clock != nil {
@@ -137,9 +137,9 @@ func (p *Permit) Release(ctx context.Context) error {
 		req.Now = l.clock().UnixMicro()
 	}
 	began := time.Now()
-	sctx := l.budget(ctx, began)
+	sctx, budget := l.budget(ctx, began)
 	out, err := l.store.Release(sctx, req, p.id)
-	endBudget(sctx)
+	budget.end()
 	if l.observer != nil {
 		var d Decision
 		if err == nil {

@@ -276,8 +276,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := checkArgs(ctx, key); err != nil {
 		return err
 	}
-	sctx := l.budget(ctx, time.Now())
-	defer endBudget(sctx)
+	sctx, budget := l.budget(ctx, time.Now())
+	defer budget.end()
 	if err := l.store.Reset(sctx, l.prefix, key); err != nil {
 		return storeError(err)
 	}

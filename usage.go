@@ -49,9 +49,9 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Decision, erro
 	}
 	req.Cost = int64(n)
 	began := time.Now()
-	sctx := l.budget(ctx, began)
+	sctx, budget := l.budget(ctx, began)
 	out, err := l.store.Charge(sctx, req)
-	endBudget(sctx)
+	budget.end()
 	return l.settle(ctx, c, req, OpCharge, true, &out, err, began)
 }
 
@@ -110,8 +110,8 @@ func (l *Limiter) Settle(ctx context.Context, key string, d Decision, reserved, 
 // refund sends req, a Refund or an Undo, and makes the Decision of its
 // answer.
 func (l *Limiter) refund(ctx context.Context, c *compiled, req backend.Request) (Decision, error) {
-	sctx := l.budget(ctx, time.Now())
-	defer endBudget(sctx)
+	sctx, budget := l.budget(ctx, time.Now())
+	defer budget.end()
 	out, err := l.store.Refund(sctx, req)
 	var d Decision
 	switch {
