@@ -38,7 +38,7 @@ func (m *meeting) Charge(ctx context.Context, r backend.Request) (backend.Outcom
 	m.mu.Unlock()
 	select {
 	case <-m.met:
-	case <-time.After(2 * time.Second): // one after another: they never meet
+	case <-time.After(10 * time.Second): // one after another: they never meet
 	}
 	m.mu.Lock()
 	m.inFlight--
