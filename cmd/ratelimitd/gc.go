@@ -13,13 +13,9 @@ import "runtime/debug"
 const gcPercent = 400
 
 // tuneGC sets the collector's goal to gcPercent unless getenv has GOGC,
-// and returns the goal in force.
-func tuneGC(getenv func(string) string) int {
-	if v := getenv("GOGC"); v != "" {
-		p := debug.SetGCPercent(-1) // the runtime parsed GOGC: read it back
-		debug.SetGCPercent(p)
-		return p
+// which the runtime has applied already.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
 	}
-	debug.SetGCPercent(gcPercent)
-	return gcPercent
 }
