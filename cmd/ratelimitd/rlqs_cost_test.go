@@ -45,12 +45,7 @@ func TestRLQSCostsLessThanRLSPerAdmittedRequest(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc: the service's CPU cannot be read here")
 	}
-	cfg := writeConfig(t, filepath.Join(t.TempDir(), "fleet.yaml"), `
-domain: fleet
-descriptors:
-  - key: tenant
-    rate_limit: {unit: second, requests_per_unit: 1000}
-`)
+	cfg := writeConfig(t, filepath.Join(t.TempDir(), "fleet.yaml"), fleetRules)
 	srv := testserver.Own(t, testserver.Redis)
 	const planes, interval, run = 20, time.Second, 6 * time.Second
 	d := start(t, "-config", cfg, "-store", "redis://"+srv.Addr, "-rlqs-ttl", "1500ms")

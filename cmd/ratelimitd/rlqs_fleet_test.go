@@ -92,12 +92,7 @@ func runFleet(ctx context.Context, fleet []*livePlane, interval time.Duration,
 // the kill the other instance serves the whole fleet (half the limit a
 // second at least).
 func TestTwoInstancesKeepOneLimitThroughAKill(t *testing.T) {
-	cfg := writeConfig(t, filepath.Join(t.TempDir(), "fleet.yaml"), `
-domain: fleet
-descriptors:
-  - key: tenant
-    rate_limit: {unit: second, requests_per_unit: 1000}
-`)
+	cfg := writeConfig(t, filepath.Join(t.TempDir(), "fleet.yaml"), fleetRules)
 	srv := testserver.Own(t, testserver.Redis)
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = admin.Close() })

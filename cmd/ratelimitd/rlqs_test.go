@@ -13,6 +13,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
+// fleetRules is the fleet tests' one rule: 1,000 a second per tenant.
+const fleetRules = `
+domain: fleet
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`
+
 // With -rlqs-ttl, ratelimitd serves Envoy's Rate Limit Quota Service on
 // its gRPC listener: two planes reporting one bucket of a rule of 600 a
 // minute, each asking for more than half: the first is granted the whole
