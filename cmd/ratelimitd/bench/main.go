@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ func main() {
 	redisAddr := flag.String("redis", "", "an existing redis-server (default: start one on a free port)")
 	diff := flag.Bool("diff", false, "instead, the differential run: both services on envoyproxy/ratelimit's own configurations, every answer compared (see diff.go)")
 	peer := flag.String("peer", "", "envoyproxy/ratelimit's binary to run (default: built at the version go.mod pins), e.g. one built from its master")
+	only := flag.String("only", "", "measure only ratelimitd's rows whose names match this regular expression (the peer's two rows always run)")
 	ours := flag.String("ours", "", "ratelimitd's binary to run (default: built from this repository), e.g. an earlier one's")
 	flag.Parse()
 	if *diff {
@@ -57,13 +59,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -descriptors: want 1 to 16")
 		os.Exit(2)
 	}
-	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr, *peer, *ours); err != nil {
+	onlyRe, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -only:", err)
+		os.Exit(2)
+	}
+	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr, *peer, *ours, onlyRe); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr, peer, ours string) error {
+func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr, peer, ours string, only *regexp.Regexp) error {
 	dir, err := os.MkdirTemp("", "ratelimitd-bench")
 	if err != nil {
 		return err
@@ -83,7 +90,7 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 	if err != nil {
 		return err
 	}
-	services, err := startAll(dir, bins, redisAddr, limit, descriptors)
+	services, err := startAll(dir, bins, redisAddr, limit, descriptors, only)
 	if err != nil {
 		return err
 	}
@@ -315,7 +322,7 @@ func report(services []*service, results [][]result, want int) {
 		server := med(results[i], func(r result) float64 { return float64(r.server) })
 		fmt.Printf("%-52s %10.0f %9v %9v %8.2f %8.2f %8.2f %8.2f %9.2f %9v %9v %9v  %s\n", s.name, rate,
 			time.Duration(p50).Round(10*time.Microsecond), time.Duration(p99).Round(10*time.Microsecond),
-			rate/refRate, rate/cachedRate, p50/refP50, p99/refP99, cmds, time.Duration(cpu).Round(time.Microsecond), time.Duration(load).Round(time.Microsecond), time.Duration(server).Round(time.Microsecond), strings.Join(adm, " "))
+			rate/refRate, rate/cachedRate, p50/refP50, p99/refP99, cmds, time.Duration(cpu).Round(100*time.Nanosecond), time.Duration(load).Round(100*time.Nanosecond), time.Duration(server).Round(100*time.Nanosecond), strings.Join(adm, " "))
 	}
 	fmt.Println("\nx rate, x p50, x p99: ratios to envoyproxy/ratelimit's (its local cache off) in this run (rate above 1 and latencies below 1 are better);")
 	fmt.Println("x cached: the rate's ratio to envoyproxy/ratelimit's with its local cache on (LOCAL_CACHE_SIZE_IN_BYTES).")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -69,8 +70,9 @@ const localCacheBytes = 64 << 20
 // startAll starts the peer first (the reference of every ratio), the peer
 // with its local cache on (the reference of the cached ratio), then
 // ratelimitd with fixed windows (its defaults, then without the near
-// cache), the sliding log and GCRA.
-func startAll(dir string, bins map[string]string, redisAddr string, limit, descriptors int) ([]*service, error) {
+// cache), the sliding log and GCRA: of ratelimitd's, those whose names
+// only matches (the peer's two rows are the ratios' references: always).
+func startAll(dir string, bins map[string]string, redisAddr string, limit, descriptors int, only *regexp.Regexp) ([]*service, error) {
 	var out []*service
 	peer, err := startEnvoy(dir, bins["envoy"], redisAddr, config(limit, "", descriptorKeys(descriptors)))
 	if err != nil {
@@ -97,6 +99,9 @@ func startAll(dir string, bins map[string]string, redisAddr string, limit, descr
 		{"ratelimitd sliding log (exact)", "sliding", nil, "redis", nil},
 		{"ratelimitd gcra", "gcra", nil, "redis", nil},
 	} {
+		if !only.MatchString(c.name) {
+			continue
+		}
 		path := filepath.Join(dir, fmt.Sprintf("ratelimitd-%d.yaml", len(out)))
 		if err := os.WriteFile(path, []byte(config(limit, c.alg, descriptorKeys(descriptors))), 0o644); err != nil {
 			return nil, err
