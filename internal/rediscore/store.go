@@ -172,7 +172,7 @@ func (s *Store) Permit(ctx context.Context, req backend.Request, id int64, op lu
 	if err := req.ValidateAcquire(id); err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
 	}
-	req.Admitted = id // the script's ARGV[8]
+	req.Admitted = id // the script's ARGV[5]
 	reply, err := s.run(ctx, req, op)
 	if err == nil {
 		out, err = lua.Outcome(reply)

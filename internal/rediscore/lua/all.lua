@@ -32,7 +32,7 @@ end
 -- next request's first key. A request whose key is in its penalty box is
 -- denied so, whatever op.
 local function decide(a, k, op)
-  local alg, now = argv[a], tonumber(argv[a + 2])
+  local alg, now, cost = argv[a], tonumber(argv[a + 2]), tonumber(argv[a + 3])
   local own_clock = not now
   if own_clock then
     if not server_now then
@@ -41,10 +41,9 @@ local function decide(a, k, op)
     end
     now = server_now
   end
-  local cost, retain = tonumber(argv[a + 3]), tonumber(argv[a + 4])
-  local p1, p2, p3 = tonumber(argv[a + 5]), tonumber(argv[a + 6]), tonumber(argv[a + 7])
+  local retain, p1, p2, p3, b = struct.unpack('<ddddd', argv[a + 4])
   local nkeys = alg == 'sw' and 2 or 1
-  local b = tonumber(argv[a + 8])
+  if b == 0 then b = nil end
   local next_k = k + nkeys + (b and 1 or 0)
   kblock, block, op0, now0, maxcost = nil, b, op, now, p1 -- no body boxes: this script does
   if b then

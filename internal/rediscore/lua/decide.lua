@@ -6,16 +6,16 @@
 -- KEYS  per request, its keys (one; the log and its meta for a sliding log:
 --       keys.go), then its penalty box's if it has one; on a cluster, one
 --       hash tag for all
--- ARGV  9 per request: algorithm ('sw' | 'fw' | 'swc' | 'gcra'), then
---       one.lua's ARGV, the policy's third number '' but for GCRA, ARGV[8]
---       '', the penalty box's length (µs) or ''
--- Returns 5 integers per request, as one.lua's reply
+-- ARGV  5 per request: algorithm ('sw' | 'fw' | 'swc' | 'gcra'), then
+--       one.lua's first four (op, now, cost, the rule's numbers)
+-- Returns 5 integers per request, as one.lua's reply (at out[a - 1 + j]:
+-- as many as its arguments)
 -- (the algorithms' functions and all.lua's helpers come first: lua.go.)
 quiet, pending, news = true, nil, nil -- set by every call: a library keeps them between calls
 keys, argv, server_now, boxes = KEYS, ARGV, nil, nil -- all.lua's
 
 -- One request: decided and, if admitted, recorded at once.
-if #ARGV == 9 and ARGV[2] ~= 'look' then return box_denied(1, (decide(1, 1, ARGV[2]))) end
+if #ARGV == 5 and ARGV[2] ~= 'look' then return box_denied(1, (decide(1, 1, ARGV[2]))) end
 
 local out, k = {}, 1
 
@@ -23,11 +23,11 @@ local out, k = {}, 1
 -- TakeAll's first step), or nothing at all ('look': PeekAll).
 if ARGV[2] == 'peek' or ARGV[2] == 'look' then
   local boxing = ARGV[2] == 'peek'
-  for a = 1, #ARGV, 9 do
+  for a = 1, #ARGV, 5 do
     local o
     o, k = decide(a, k, 'peek')
     if boxing then o = box_denied(a, o) end
-    local n = 5 * (a - 1) / 9
+    local n = a - 1
     for j = 1, 5 do out[n + j] = o[j] end
   end
   return out
@@ -43,18 +43,18 @@ end
 -- pass, not a peek and a take.
 local every, firsts = true, {}
 pending = {}
-for a = 1, #ARGV, 9 do
+for a = 1, #ARGV, 5 do
   local o
   firsts[a] = k
   o, k = decide(a, k, ARGV[a] == 'sw' and 'peek' or 'take')
-  local n = 5 * (a - 1) / 9
+  local n = a - 1
   for j = 1, 5 do out[n + j] = o[j] end
   every = every and o[1] == 1
 end
 local writes = pending
 pending = nil
-for a = 1, #ARGV, 9 do
-  local n, again = 5 * (a - 1) / 9, nil
+for a = 1, #ARGV, 5 do
+  local n, again = a - 1, nil
   if every and ARGV[a] == 'sw' then
     again = decide(a, firsts[a], 'take')
   elseif not every and ARGV[a] ~= 'sw' and out[n + 1] == 1 then

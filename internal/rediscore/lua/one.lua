@@ -4,16 +4,18 @@
 -- KEYS  the state's key (the log and its meta for a sliding log: keys.go)
 -- ARGV  op ('take' | 'peek' | 'refund' | 'undo' | 'charge' | 'quiet': a
 --       take whose denial writes nothing, TakeAll's of one request), now
---       (µs, or '' for the server's TIME), cost, retention (ms), then the
---       policy: limit and window (µs), or for GCRA burst, unit and drain
---       (algorithm.Rate); for 'undo', ARGV[8] is the time (µs) of the
---       admission it gives back; ARGV[9] the penalty box's length (µs) or
---       ''; for 'charge', 'refund' and 'undo', ARGV[10] the news to
---       publish
+--       (µs, or '' for the server's TIME), cost, then the rule's numbers in
+--       one argument of little-endian doubles (args.go's packRule): the
+--       retention (ms), the policy (limit, window (µs) and 0, or for GCRA
+--       burst, unit and drain: algorithm.Rate), the penalty box's length
+--       (µs; 0: none); for 'undo', ARGV[5] is the time (µs) of the
+--       admission it gives back (for a permit, its id); for 'charge',
+--       'refund' and 'undo', ARGV[6] the news to publish
 -- Returns allowed (0 | 1; 2 for a refused refund), count, reset_at (µs),
 --       retry_after (µs), now (µs)
-local ka, kb, op, now, cost, retain = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local p1, p2, p3, at = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local ka, kb, op, now, cost = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local retain, p1, p2, p3, b = struct.unpack('<ddddd', ARGV[4])
+local at = tonumber(ARGV[5])
 quiet, pending = op == 'quiet', nil -- set by every call: a library keeps them between calls
 if quiet then op = 'take' end
 local own_clock = not now
@@ -21,7 +23,7 @@ if own_clock then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-block, news = tonumber(ARGV[9]), ARGV[10]
+block, news = b > 0 and b or nil, ARGV[6]
 kblock = block and KEYS[#KEYS] or nil -- a penalty box: its key is the last
 op0, now0, maxcost, boxed_until = op, now, p1, nil
 if kblock then
