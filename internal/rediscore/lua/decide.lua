@@ -8,8 +8,9 @@
 --       hash tag for all
 -- ARGV  5 per request: algorithm ('sw' | 'fw' | 'swc' | 'gcra'), then
 --       one.lua's first four (op, now, cost, the rule's numbers)
--- Returns 5 integers per request, as one.lua's reply (at out[a - 1 + j]:
--- as many as its arguments)
+-- Returns 5 integers per request, as one.lua's reply: the request whose
+-- arguments start at ARGV[a] has its answer at out[a] to out[a + 4] (as
+-- many answers as arguments a request: lua.ArgsPerRequest)
 -- (the algorithms' functions and all.lua's helpers come first: lua.go.)
 quiet, pending, news = true, nil, nil -- set by every call: a library keeps them between calls
 keys, argv, server_now, boxes = KEYS, ARGV, nil, nil -- all.lua's

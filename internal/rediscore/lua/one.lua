@@ -14,7 +14,7 @@
 -- Returns allowed (0 | 1; 2 for a refused refund), count, reset_at (µs),
 --       retry_after (µs), now (µs)
 local ka, kb, op, now, cost = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local retain, p1, p2, p3, b = struct.unpack('<ddddd', ARGV[4])
+local retain, p1, p2, p3, box_len = struct.unpack('<ddddd', ARGV[4])
 local at = tonumber(ARGV[5])
 quiet, pending = op == 'quiet', nil -- set by every call: a library keeps them between calls
 if quiet then op = 'take' end
@@ -23,7 +23,7 @@ if own_clock then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-block, news = b > 0 and b or nil, ARGV[6]
+block, news = box_len > 0 and box_len or nil, ARGV[6]
 kblock = block and KEYS[#KEYS] or nil -- a penalty box: its key is the last
 op0, now0, maxcost, boxed_until = op, now, p1, nil
 if kblock then
