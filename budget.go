@@ -99,9 +99,12 @@ func (b *budgetCtx) Err() error {
 }
 
 func (b *budgetCtx) Value(key any) any {
-	if !b.armed.Load() && time.Now().Before(b.deadline) {
+	if !b.armed.Load() && !b.released.Load() && time.Now().Before(b.deadline) {
 		return b.parent.Value(key) // context.Cause finds the parent's: this one is not done
 	}
+	// Done: an armed one answers, its cause its own (before Go 1.24,
+	// context.Cause took the nearest cancelCtx's cause, nil for a live
+	// caller's, though Err said Canceled).
 	return b.arm().Value(key)
 }
 

@@ -118,6 +118,16 @@ func TestABudgetNoneWaitedOnEndsAtItsDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.err, "within the budget")
 	require.ErrorIs(t, s.ctx.Err(), context.Canceled, "released when the call returned")
+	require.ErrorIs(t, context.Cause(s.ctx), context.Canceled, "released: its cause too")
+	// Under a caller's context that can be cancelled (context.Cause asks
+	// the context's Value for its nearest cancelCtx), released, unwaited:
+	// its cause says so too, not the live caller's nil.
+	caller, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = l.Allow(caller, "k")
+	require.NoError(t, err)
+	require.ErrorIs(t, s.ctx.Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(s.ctx), context.Canceled, "released under a live caller: its cause")
 	s = &recordingStore{sleep: 5 * time.Millisecond}
 	l, err = ratelimit.New(s, ratelimit.PerSecond(5), ratelimit.WithTimeout(time.Millisecond))
 	require.NoError(t, err)
