@@ -93,12 +93,12 @@ func (o *Observer) Observe(_ context.Context, e ratelimit.Event) {
 	case e.Op == ratelimit.OpAcquire && e.Decision.Allowed && e.Decision.Source == ratelimit.SourceStore:
 		o.permits.WithLabelValues(e.Name).Inc()
 	}
-	result := 0 // results' allowed
+	result := resultAllowed
 	switch {
 	case e.Err != nil && e.Decision.Source == ratelimit.SourceStore:
-		result = 2
+		result = resultError
 	case !e.Decision.Allowed:
-		result = 1
+		result = resultDenied
 	}
 	o.decision(e.Name, result, e.Decision.Source, e.DryRun, e.Latency.Seconds())
 }

@@ -10,8 +10,15 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
+// The results of a decision, indexes of results.
+const (
+	resultAllowed = iota
+	resultDenied
+	resultError
+)
+
 // results are the values of the result label, by index.
-var results = [...]string{"allowed", "denied", "error"}
+var results = [...]string{resultAllowed: "allowed", resultDenied: "denied", resultError: "error"}
 
 // numSources is the number of Sources a policy's series are kept for;
 // another Source's decision is counted through the Vec itself.
