@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -99,8 +100,10 @@ type config struct {
 	keys       int
 	goroutines int
 	json       bool
-	scripts    bool // measure the scripts' own time instead (scripts.go)
-	permits    bool // measure permits instead (permits.go)
+	scripts    bool           // measure the scripts' own time instead (scripts.go)
+	permits    bool           // measure permits instead (permits.go)
+	only       *regexp.Regexp // the contenders measured beside each scenario's reference
+	scenarios  *regexp.Regexp // the scenarios run
 }
 
 func main() {
@@ -114,7 +117,18 @@ func main() {
 	flag.BoolVar(&c.json, "json", false, "print JSON lines instead of tables")
 	flag.BoolVar(&c.scripts, "scripts", false, "measure instead what each script itself costs the server per decision (many decisions in one EVAL, beside redis_rate's script), -rounds times, and report the fastest")
 	flag.BoolVar(&c.permits, "permits", false, "measure instead an in-flight limit's acquire and release, beside a plain lease semaphore on a sorted set (permits.go)")
+	only := flag.String("only", "", "measure only the contenders whose names match this regular expression, beside each scenario's reference")
+	scenarioRE := flag.String("scenarios", "", "run only the scenarios whose names match this regular expression")
 	flag.Parse()
+	var err error
+	if c.only, err = regexp.Compile(*only); err != nil {
+		fmt.Fprintln(os.Stderr, "peers: -only:", err)
+		os.Exit(2)
+	}
+	if c.scenarios, err = regexp.Compile(*scenarioRE); err != nil {
+		fmt.Fprintln(os.Stderr, "peers: -scenarios:", err)
+		os.Exit(2)
+	}
 	if err := run(c, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
@@ -163,6 +177,14 @@ func run(c config, out, progress io.Writer) error {
 		}
 		if (sc.network && c.backend == "memory") || (!sc.network && c.backend == "network") {
 			continue
+		}
+		if c.scenarios != nil && !c.scenarios.MatchString(sc.name) {
+			continue
+		}
+		if c.only != nil {
+			makers = slices.DeleteFunc(slices.Clone(makers), func(m maker) bool {
+				return m.name != sc.reference && !c.only.MatchString(m.name)
+			})
 		}
 		rows, err := runScenario(sc, makers, keys, c, progress)
 		if err != nil {
