@@ -23,7 +23,7 @@ end
 
 local function box()
   local till = now0 + block
-  redis.call('SET', kblock, string.format('%.0f', till), 'PX', math.floor((block + 999) / 1000) + slack)
+  redis.call('SET', kblock, int_text(till), 'PX', ttl_text(math.floor((block + 999) / 1000) + slack))
   return boxed(till)
 end
 

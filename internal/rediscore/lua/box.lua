@@ -5,7 +5,7 @@
 if kblock and r[1] ~= 2 then
   if not boxed_until and r[1] == 0 and (op0 == 'take' or op0 == 'charge') then
     boxed_until = now0 + block
-    redis.call('SET', kblock, string.format('%.0f', boxed_until), 'PX', math.floor((block + 999) / 1000) + slack)
+    redis.call('SET', kblock, int_text(boxed_until), 'PX', ttl_text(math.floor((block + 999) / 1000) + slack))
   end
   if boxed_until then r = {0, maxcost, boxed_until, boxed_until - now0, now0} end
 end

@@ -67,7 +67,7 @@ if write then
   if pending then
     pending[#pending + 1] = {ka, struct.pack('<ddd', start, prev, cur), ms}
   else
-    redis.call('SET', ka, struct.pack('<ddd', start, prev, cur), 'PX', ms)
+    redis.call('SET', ka, struct.pack('<ddd', start, prev, cur), 'PX', ttl_text(ms))
   end
 end
 local reset_at = now -- when the count falls by one

@@ -68,6 +68,6 @@ for a = 1, #ARGV, 5 do
   end
 end
 if every then
-  for _, w in ipairs(writes) do redis.call('SET', w[1], w[2], 'PX', w[3]) end
+  for _, w in ipairs(writes) do redis.call('SET', w[1], w[2], 'PX', ttl_text(w[3])) end
 end
 return out

@@ -37,7 +37,7 @@ if write then
   if pending then
     pending[#pending + 1] = {ka, struct.pack('<dd', start, count), ms}
   else
-    redis.call('SET', ka, struct.pack('<dd', start, count), 'PX', ms)
+    redis.call('SET', ka, struct.pack('<dd', start, count), 'PX', ttl_text(ms))
   end
 end
 if fit ~= nil then allowed, retry = fit, fit and 0 or retry end -- a charge's answer

@@ -54,7 +54,7 @@ if write then
   if pending then
     pending[#pending + 1] = {ka, struct.pack('<ddI6I6', now, level, unit, drain), ms}
   else
-    redis.call('SET', ka, struct.pack('<ddI6I6', now, level, unit, drain), 'PX', ms)
+    redis.call('SET', ka, struct.pack('<ddI6I6', now, level, unit, drain), 'PX', ttl_text(ms))
   end
 end
 local count = floor((level + unit - 1) / unit)

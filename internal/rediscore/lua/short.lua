@@ -119,7 +119,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
     if #kept == 0 then
       redis.call('DEL', log)
     else
-      redis.call('SET', log, kept, 'PX', log_ttl(window, retain))
+      redis.call('SET', log, kept, 'PX', ttl_text(log_ttl(window, retain)))
     end
     local o = decide_short(log, 'peek', now, 1, retain, limit, window, kept) -- writes nothing
     if op == 'charge' then -- allowed: whether it fit, and then no retry_after
@@ -155,7 +155,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
     if #kept == 0 then
       redis.call('DEL', log)
     else
-      redis.call('SET', log, kept, 'PX', log_ttl(window, retain))
+      redis.call('SET', log, kept, 'PX', ttl_text(log_ttl(window, retain)))
     end
   end
   if count > 0 and not oldest then oldest = now end -- a take on an empty log
@@ -173,8 +173,8 @@ end
 -- too long to move costs nothing more; no more entries are read than could
 -- be moved.
 local function short_from_log(log, meta, now, window, retain)
-  if redis.call('ZCARD', log) > short_log and redis.call('ZCOUNT', log, now - window + 1, '+inf') > short_log then return nil end
-  local e = redis.call('ZREVRANGEBYSCORE', log, '+inf', now - window + 1, 'WITHSCORES', 'LIMIT', 0, short_log + 1)
+  if redis.call('ZCARD', log) > short_log and redis.call('ZCOUNT', log, int_text(now - window + 1), '+inf') > short_log then return nil end
+  local e = redis.call('ZREVRANGEBYSCORE', log, '+inf', int_text(now - window + 1), 'WITHSCORES', 'LIMIT', '0', int_text(short_log + 1))
   if #e / 2 > short_log then return nil end
   local parts, units = {}, 0
   for i = #e - 1, 1, -2 do -- oldest first
@@ -188,7 +188,7 @@ local function short_from_log(log, meta, now, window, retain)
   end
   redis.call('DEL', log, meta)
   local v = table.concat(parts)
-  if #v > 0 then redis.call('SET', log, v, 'PX', log_ttl(window, retain)) end
+  if #v > 0 then redis.call('SET', log, v, 'PX', ttl_text(log_ttl(window, retain))) end
   return v
 end
 
@@ -217,7 +217,7 @@ local function log_from_short(log, meta, now, window, retain)
   if #times == 0 then return end
   local args = {}
   for i = 1, #times do
-    args[#args + 1] = times[i]
+    args[#args + 1] = int_text(times[i])
     args[#args + 1] = costs[i] > 1 and i .. ':' .. costs[i] or tostring(i)
     if #args == 512 or i == #times then
       redis.call('ZADD', log, unpack(args))
@@ -226,8 +226,8 @@ local function log_from_short(log, meta, now, window, retain)
   end
   local ttl_ms = log_ttl(window, retain)
   -- n (the members' counter), x, t, o unknown, e unknown, c
-  redis.call('SET', meta, struct.pack('<dddddd', #times, units - #times, newest, -1, -1, #times), 'PX', ttl_ms)
-  redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+  redis.call('SET', meta, struct.pack('<dddddd', #times, units - #times, newest, -1, -1, #times), 'PX', ttl_text(ttl_ms))
+  redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
 end
 
 -- sliding decides a request on a sliding log, in the form its limit picks.

@@ -26,7 +26,7 @@ end
 local function stale_extra(log, cutoff, extra)
   local x = 0
   if extra > 0 then
-    for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', int_text(cutoff))) do
       x = x + cost_of(member) - 1
     end
   end
@@ -43,9 +43,9 @@ local function add_entry(log, score, cost, held, n)
   local span = math.max(4096, 2 * held)
   for _ = 1, span do
     n = n % span + 1
-    local member = tostring(n)
+    local member = int_text(n)
     if cost > 1 then member = member .. ':' .. cost end
-    if redis.call('ZADD', log, 'NX', score, member) == 1 then return n end
+    if redis.call('ZADD', log, 'NX', int_text(score), member) == 1 then return n end
   end
   error('ratelimit: no free member in the log ' .. log .. ': its state is corrupt')
 end
@@ -55,7 +55,7 @@ end
 -- meta).
 local function prune(log, cutoff, extra)
   local pruned = stale_extra(log, cutoff, extra)
-  local removed = redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  local removed = redis.call('ZREMRANGEBYSCORE', log, '-inf', int_text(cutoff))
   return math.max(extra - pruned, 0), removed -- never below 0, whatever the members say
 end
 
@@ -67,7 +67,7 @@ end
 -- key, or one evicted apart from its log) or none of ours is rebuilt so,
 -- as is one that disagrees with its log (decide_log).
 local function rebuild(log)
-  local e = redis.call('ZRANGE', log, 0, max_log + 1, 'WITHSCORES')
+  local e = redis.call('ZRANGE', log, '0', int_text(max_log + 1), 'WITHSCORES')
   local n = #e / 2
   if n > max_log + 1 then return nil end
   if n == 0 then return 0, -1, -1, 0 end
@@ -86,9 +86,9 @@ local function unit_at(log, cutoff, k, count)
   while true do
     local e
     if k <= left then
-      e = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', offset, 128)
+      e = redis.call('ZRANGEBYSCORE', log, int_text(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', int_text(offset), '128')
     else
-      e = redis.call('ZREVRANGEBYSCORE', log, '+inf', cutoff + 1, 'WITHSCORES', 'LIMIT', offset, 128)
+      e = redis.call('ZREVRANGEBYSCORE', log, '+inf', int_text(cutoff + 1), 'WITHSCORES', 'LIMIT', int_text(offset), '128')
     end
     if #e == 0 then return nil end
     for i = 1, #e, 2 do
@@ -163,7 +163,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
           entries, counted = redis.call('ZCARD', log), true
         end
         oldest = nil
-        if entries > 0 then oldest = tonumber(redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')[2]) end
+        if entries > 0 then oldest = tonumber(redis.call('ZRANGE', log, '0', '0', 'WITHSCORES')[2]) end
         pruned = true
       elseif not entries then
         entries, counted = redis.call('ZCARD', log), true
@@ -192,15 +192,16 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       redis.call('DEL', log, meta)
       v, seq, extra, newest, oldest, expires, entries = false, 0, 0, nil, nil, nil, 0
     end
-    count = redis.call('ZCOUNT', log, cutoff + 1, '+inf') + extra - stale_extra(log, cutoff, extra)
+    count = redis.call('ZCOUNT', log, int_text(cutoff + 1), '+inf') + extra - stale_extra(log, cutoff, extra)
     if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
     if op ~= 'peek' and not (quiet and op == 'take' and cost > limit - count) then -- a take or a refund writes: re-time the future, prune
       if newest and newest > now then
-        local future = redis.call('ZRANGEBYSCORE', log, string.format('(%.0f', now), '+inf')
+        local now_text = int_text(now)
+        local future = redis.call('ZRANGEBYSCORE', log, '(' .. now_text, '+inf')
         for i = 1, #future, 256 do
           local args = {}
           for j = i, math.min(i + 255, #future) do
-            args[#args + 1] = now
+            args[#args + 1] = now_text
             args[#args + 1] = future[j]
           end
           redis.call('ZADD', log, 'XX', unpack(args))
@@ -209,7 +210,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       end
       extra = prune(log, cutoff, extra)
       local packed = struct.pack('<dddddd', seq, extra, newest or -1, -1, expires or -1, -1)
-      if v then redis.call('SET', meta, packed, 'KEEPTTL') else redis.call('SET', meta, packed, 'PX', ttl_ms) end
+      if v then redis.call('SET', meta, packed, 'KEEPTTL') else redis.call('SET', meta, packed, 'PX', ttl_text(ttl_ms)) end
     end
   end
 
@@ -218,7 +219,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     if extra > 0 then -- find how many of the newest entries hold them, 256 per call
       k = 0
       while n > 0 do
-        local top = redis.call('ZREVRANGE', log, offset, offset + 255)
+        local top = redis.call('ZREVRANGE', log, int_text(offset), int_text(offset + 255))
         if #top == 0 then break end -- the end of the log
         for i = 1, #top do
           local c = cost_of(top[i])
@@ -235,14 +236,14 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       end
     end
     extra = math.max(extra, 0)
-    if k > 0 then redis.call('ZREMRANGEBYRANK', log, -k, -1) end -- (-0 is no rank: a meta that miscounted)
+    if k > 0 then redis.call('ZREMRANGEBYRANK', log, int_text(-k), '-1') end -- (-0 is no rank: a meta that miscounted)
     if rest then seq = add_entry(log, rest[1], rest[2], math.max(limit, count), seq) end
-    newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2]) -- the key's time is the newest left's
-    redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
-    redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+    newest = tonumber(redis.call('ZRANGE', log, '-1', '-1', 'WITHSCORES')[2]) -- the key's time is the newest left's
+    redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_text(ttl_ms))
+    redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
     count, cost, op = count - cost, 1, 'peek'
   elseif op == 'undo' then -- drop up to cost units of the entries recorded at at
-    local members, n = redis.call('ZRANGEBYSCORE', log, at, at), cost
+    local members, n = redis.call('ZRANGEBYSCORE', log, int_text(at), int_text(at)), cost
     for i = #members, 1, -1 do
       if n == 0 then break end
       local c = cost_of(members[i])
@@ -256,9 +257,9 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     end
     extra = math.max(extra, 0)
     if n < cost then
-      newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2])
-      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_ms)
-      redis.call('PEXPIRE', log, ttl_ms)
+      newest = tonumber(redis.call('ZRANGE', log, '-1', '-1', 'WITHSCORES')[2])
+      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_text(ttl_ms))
+      redis.call('PEXPIRE', log, ttl_text(ttl_ms))
     end
     cost, op = 1, 'peek'
   elseif op == 'charge' then -- recorded whatever the quota; the oldest units past limit + 1 go
@@ -269,7 +270,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     local excess, k, rest, offset = count + c - limit - 1, 0, nil, 0
     count = count + c
     while excess > 0 do -- from the oldest, 256 entries a call; the newest, c's, stays
-      local e = redis.call('ZRANGE', log, offset, offset + 255, 'WITHSCORES')
+      local e = redis.call('ZRANGE', log, int_text(offset), int_text(offset + 255), 'WITHSCORES')
       if #e == 0 then break end -- the end of the log
       for i = 1, #e, 2 do
         local ci = cost_of(e[i])
@@ -285,10 +286,10 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       offset = offset + 256
     end
     extra = math.max(extra, 0)
-    if k > 0 then redis.call('ZREMRANGEBYRANK', log, 0, k - 1) end
+    if k > 0 then redis.call('ZREMRANGEBYRANK', log, '0', int_text(k - 1)) end
     if rest then seq = add_entry(log, tonumber(rest[1]), rest[2], math.max(limit, count) + 1, seq) end
-    redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, -1, -1, -1), 'PX', ttl_ms)
-    redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+    redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, -1, -1, -1), 'PX', ttl_text(ttl_ms))
+    redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
     newest, known, cost, op = now, false, 1, 'peek'
   end
 
@@ -304,10 +305,10 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
         if k == 1 then
           at = oldest or now
         else
-          at = tonumber(redis.call('ZRANGE', log, k - 1, k - 1, 'WITHSCORES')[2]) or now
+          at = tonumber(redis.call('ZRANGE', log, int_text(k - 1), int_text(k - 1), 'WITHSCORES')[2]) or now
         end
       elseif extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
-        at = tonumber(redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]) or now
+        at = tonumber(redis.call('ZRANGEBYSCORE', log, int_text(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', int_text(k - 1), '1')[2]) or now
       else
         at = unit_at(log, cutoff, k, count) or now
       end
@@ -319,8 +320,8 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
       else -- a new meta: both keys get one TTL, so its count holds as long as the log
         local e = -1
         if own_clock then e = math.floor(wall / 1000) + ttl_ms end
-        redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, e, entries), 'PX', ttl_ms)
-        redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+        redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, e, entries), 'PX', ttl_text(ttl_ms))
+        redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
       end
     end
   elseif op == 'take' then
@@ -337,8 +338,8 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
       redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, expires, c), 'KEEPTTL')
     else
-      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, own_clock and now_ms + ttl_ms or -1, c), 'PX', ttl_ms)
-      redis.call('PEXPIRE', log, ttl_ms) -- after: the log is never outlived by its meta's count
+      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, own_clock and now_ms + ttl_ms or -1, c), 'PX', ttl_text(ttl_ms))
+      redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
     end
   end
   local reset_at = now
@@ -346,7 +347,7 @@ local function decide_log(log, meta, op, now, cost, retain, limit, window, own_c
     if known and oldest then
       reset_at = math.min(oldest, now) + window
     else
-      local first = redis.call('ZRANGEBYSCORE', log, cutoff + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      local first = redis.call('ZRANGEBYSCORE', log, int_text(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
       if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
     end
   end
