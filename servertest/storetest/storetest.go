@@ -44,6 +44,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("the largest decision keeps the server answering others", func(t *testing.T) { largestDecision(t, addr, newStore) })
 	ScriptsEnd(t, kind, newStore)
 	Logs(t, kind, newStore)
+	t.Run("a take on a log whose entries all left the window", func(t *testing.T) { StaleTakes(t, kind, newStore) })
 }
 
 // PrefixesOnACluster requires store, on a client of a real cluster, to keep

@@ -240,16 +240,23 @@ end
 -- OOM: the client acts on the code).
 local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock, at)
   if limit > short_log then -- the sorted set's: its TYPE, where a GET of it would be an error
+    local v = redis.pcall('GET', meta)
+    if op == 'take' then -- a take on a stale log needs no TYPE: its first command tells it
+      local r = take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
+      if r then return r end
+    end
     local t = redis.call('TYPE', log).ok
     if t == 'string' then
       if op ~= 'take' and op ~= 'charge' then
         return decide_short(log, op, now, cost, retain, limit, window, redis.call('GET', log), nil, at)
       end
       log_from_short(log, meta, now, window, retain)
+      v = nil -- written anew: read again
     elseif t ~= 'zset' and t ~= 'none' then
       redis.call('DEL', log, meta)
+      v = false
     end
-    return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at)
+    return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at, v)
   end
   local v, long = redis.pcall('GET', log), false -- v: the short log, or false for no key
   if type(v) == 'table' then

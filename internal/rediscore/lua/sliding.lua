@@ -99,7 +99,72 @@ local function unit_at(log, cutoff, k, count)
   end
 end
 
--- decide_log decides on the log; own_clock says now is the server's TIME.
+-- read_meta is what the meta v (GET's answer: false for none) holds: n,
+-- x, t, o, e and c (see decide_log), or nil for no meta or one that is
+-- none of ours (a number out of its bounds, another length or type).
+local function read_meta(v)
+  if type(v) == 'table' then -- an error: a meta of another type is none of ours
+    if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
+    return nil
+  end
+  if not v or #v ~= 48 then return nil end
+  local seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v)
+  if seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
+      and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
+      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log + 1 and entries % 1 == 0 then
+    return seq, extra, newest, oldest, expires, entries
+  end
+end
+
+local decide_log
+
+-- take_stale takes on a log whose every entry has left the window by its
+-- meta v (its newest at or before the cutoff): the take is admitted, and
+-- its entry goes in before the stale ones go, so that the log is never
+-- emptied: its TTL stands, renewed only when too short, as after any
+-- take. Where the prune first would empty the log, its TTL gone, this
+-- saves a PEXPIRE a call; and it reads no TYPE of the log, its first
+-- command telling the type (docs/figures.md: "The sliding log's stale
+-- take"). It answers nil, having written nothing, when the take is not
+-- one on a stale log, or the log is not a sorted set (sliding types it).
+-- A prune that removes another number of entries than the meta counts
+-- means the two parted: the entry is taken out again, the meta dropped,
+-- and the take decided on the meta rebuilt from the log.
+local function take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
+  local seq, extra, newest, oldest, expires, entries = read_meta(v)
+  if not seq or newest < 0 or newest > now - window or entries <= 0 or cost > limit then return nil end
+  local span = math.max(4096, 2 * (max_log + 1)) -- add_entry's, for a log of ours: at most max_log + 1 entries
+  seq = seq % span + 1
+  local score = int_text(now)
+  local member = int_text(seq)
+  if cost > 1 then member = member .. ':' .. cost end
+  local added = redis.pcall('ZADD', log, 'NX', score, member)
+  if type(added) == 'table' then -- an error: not a sorted set (sliding types the log)
+    if string.find(added.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(added) end
+    return nil
+  end
+  if added == 0 then -- a stale entry's member
+    seq = add_entry(log, now, cost, max_log + 1, seq)
+    member = int_text(seq)
+    if cost > 1 then member = member .. ':' .. cost end
+  end
+  if redis.call('ZREMRANGEBYSCORE', log, '-inf', int_text(now - window)) ~= entries then
+    redis.call('ZREM', log, member)
+    redis.call('DEL', meta)
+    return decide_log(log, meta, 'take', now, cost, retain, limit, window, own_clock, at, false)
+  end
+  local ttl_ms, now_ms = log_ttl(window, retain), math.floor(now / 1000)
+  if own_clock and expires >= 0 and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
+    redis.call('SET', meta, struct.pack('<dddddd', seq, cost - 1, now, now, expires, 1), 'KEEPTTL')
+  else
+    redis.call('SET', meta, struct.pack('<dddddd', seq, cost - 1, now, now, own_clock and now_ms + ttl_ms or -1, 1), 'PX', ttl_text(ttl_ms))
+    redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
+  end
+  return {1, cost, now + window, 0, now}
+end
+
+-- decide_log decides on the log; own_clock says now is the server's TIME;
+-- v is the meta as GET answered it, or nil when it is yet to be read.
 -- Beyond n, x and t, meta holds o, e and c, each -1 when unknown (no time
 -- or count can be mistaken for it). o is the time of the oldest entry
 -- (unknown after a refund or a re-timing); whatever removes entries without
@@ -118,18 +183,11 @@ end
 -- it is missing or none of ours, and when a take the meta's count would
 -- deny finds the log holding another number of entries; no meta's count
 -- is trusted past that denial.
-local function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at)
+function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at, v)
   local wall = now -- the clock's own time: the TTLs' (now may become the key's)
-  local v = redis.pcall('GET', meta)
-  if type(v) == 'table' then -- an error: a meta of another type is none of ours
-    if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
-    v = false
-  end
-  local seq, extra, newest, oldest, expires, entries = 0, 0, -1, -1, -1, -1
-  if v and #v == 48 then seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v) end
-  if not (v and #v == 48 and seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
-      and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
-      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log + 1 and entries % 1 == 0) then
+  if v == nil then v = redis.pcall('GET', meta) end
+  local seq, extra, newest, oldest, expires, entries = read_meta(v)
+  if not seq then
     -- no meta, or a number that is none of ours: rebuilt from the log
     local x, t, o, c = rebuild(log)
     if not x then -- nor is the log ours: no state, as on a fresh key

@@ -1,0 +1,115 @@
+package storetest
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
+)
+
+// StaleTakes checks a take on a long log whose every entry has left the
+// window (the scripts' stale take: its entry goes in before the stale ones
+// go): admitted with a count of its own cost, the log never emptied, so
+// that its TTL stands on the server's clock; and exact when the log and
+// its meta parted or the log is of another type. On a server of its own.
+func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	addr := testserver.Own(t, kind).Addr
+	t.Run("the key's TTL stands", func(t *testing.T) { staleKeepsTTL(t, addr, newStore) })
+	parted := map[string]func(ctx context.Context, a *goredis.Client, log string, old float64) error{
+		"as it was": func(context.Context, *goredis.Client, string, float64) error { return nil },
+		"3 entries lost": func(ctx context.Context, a *goredis.Client, log string, _ float64) error {
+			return a.ZRemRangeByRank(ctx, log, 0, 2).Err()
+		},
+		"the log lost": func(ctx context.Context, a *goredis.Client, log string, _ float64) error {
+			return a.Del(ctx, log).Err()
+		},
+		"5 entries more": func(ctx context.Context, a *goredis.Client, log string, old float64) error {
+			for i := range 5 {
+				if err := a.ZAdd(ctx, log, goredis.Z{Score: old - float64(i), Member: 9000 + i}).Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		"the log a string": func(ctx context.Context, a *goredis.Client, log string, _ float64) error {
+			return a.Set(ctx, log, "x", time.Hour).Err()
+		},
+		"the log a hash": func(ctx context.Context, a *goredis.Client, log string, _ float64) error {
+			if err := a.Del(ctx, log).Err(); err != nil {
+				return err
+			}
+			return a.HSet(ctx, log, "a", "1").Err()
+		},
+	}
+	for name, part := range parted {
+		t.Run("a stale log "+name, func(t *testing.T) { staleParted(t, addr, newStore, part) })
+	}
+}
+
+// staleKeepsTTL: a take on a stale log at the server's time leaves both
+// keys' TTLs as they were (a take that emptied the log first renewed them:
+// a PEXPIRE a call), and the next take's count starts from it.
+func staleKeepsTTL(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	pre := Prefix()
+	p := ratelimit.NewPolicy(ratelimit.SlidingWindow, 200, 20*time.Millisecond)
+	l := Limiter(t, newStore(t, addr), p, pre, ratelimit.WithRetention(time.Hour))
+	a := Admin(t, addr)
+	keys := keysOf(t, pre, "k", p)
+	d, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	full := a.PTTL(ctx, keys[0]).Val()
+	read := time.Now()
+	require.Positive(t, full)
+	for time.Since(read) < 50*time.Millisecond { // the entry leaves the window
+		time.Sleep(10 * time.Millisecond)
+	}
+	d, err = l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.Equal(t, 199, d.Remaining, "the stale entry is not counted")
+	for i, k := range keys {
+		ttl := a.PTTL(ctx, k).Val()
+		require.Positive(t, ttl, "key %d keeps a TTL", i)
+		require.LessOrEqual(t, ttl, full-40*time.Millisecond, "key %d: its TTL stood (renewed, it would be %v again)", i, full)
+	}
+	require.EqualValues(t, 1, a.ZCard(ctx, keys[0]).Val(), "the stale entry is pruned")
+}
+
+// staleParted: 10 requests of cost 2 recorded, a log parted from its meta
+// by part, every entry then out of the window: the next take is admitted
+// with its own cost counted, and the limit's rest admitted after it, on
+// the caller's clock.
+func staleParted(t *testing.T, addr string, newStore NewStore, part func(ctx context.Context, a *goredis.Client, log string, old float64) error) {
+	ctx := context.Background()
+	c := &clockAt{time.Now()}
+	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
+	a := Admin(t, addr)
+	keys := keysOf(t, pre, "k", l.Policy())
+	for range 10 {
+		c.now = c.now.Add(time.Millisecond)
+		d, err := l.AllowN(ctx, "k", 2)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	meta, err := a.Get(ctx, keys[1]).Bytes()
+	require.NoError(t, err)
+	require.Len(t, meta, 48)
+	require.EqualValues(t, 10, math.Float64frombits(binary.LittleEndian.Uint64(meta[40:])), "the meta counts the entries")
+	require.NoError(t, part(ctx, a, keys[0], float64(c.now.UnixMicro())))
+	c.now = c.now.Add(2 * time.Minute)
+	d, err := l.AllowN(ctx, "k", 3)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.Equal(t, 197, d.Remaining)
+	require.Equal(t, 197, admitAll(t, l, c, "k", 1, time.Millisecond), "the limit's rest")
+	require.EqualValues(t, 198, a.ZCard(ctx, keys[0]).Val(), "an entry each, the stale gone")
+}
