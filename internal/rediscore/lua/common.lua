@@ -65,15 +65,25 @@ local kblock, block, boxed_until, op0, now0, maxcost
 -- server refuses (an ACL) fails nothing: the change itself was made.
 local news
 
--- Numbers go to the server as text made here: redis.call formats a Lua
--- number with %.17g, which costs the server 0.2-0.3 µs a number (glibc's
--- exact printing of a double), where %d costs about half of that
--- (docs/figures.md: "Numbers as text"). Every number sent is an integer
--- below 2^53, which %d prints exactly. A TTL repeats (a rule's life and
--- retention), so its text is remembered: at most 256, then they are
--- forgotten together, so that TTLs that move (the counter's) cost only
--- their formatting.
+-- Numbers go to the server in the form it turns into text fastest. Redis
+-- before 7.2 formats a Lua number with %.17g, 0.2-0.3 µs of its time a
+-- number (glibc's exact printing of a double), where string.format('%d')
+-- costs about half; Redis 7.2 and Valkey format it faster than %d would
+-- (docs/figures.md: "Numbers as text"). num(x) is x for those, and x's
+-- text for the others: for scores, ranks and counts, which the server
+-- reads in any exact form. int_text(x) is the text whatever the server:
+-- for members and values, which must read the same on every server, and
+-- TTLs (Redis 7.2 prints 100000000 as 1e+08, which PX refuses). A TTL
+-- repeats (a rule's life and retention), so its text is remembered: at
+-- most 256, then they are forgotten together, so that TTLs that move (the
+-- counter's) cost only their formatting. Every number sent is an integer
+-- below 2^53, which %d prints exactly.
+local slow_numbers = (redis.REDIS_VERSION_NUM or 0) < 0x070200
 local function int_text(x) return string.format('%d', x) end
+local function num(x)
+  if slow_numbers then return string.format('%d', x) end
+  return x
+end
 local ttl_texts, ttl_count = {}, 0
 local function ttl_text(ms)
   local s = ttl_texts[ms]

@@ -21,10 +21,10 @@ end
 local member, live = at and int_text(at), string.format('(%d', now)
 local held, allowed, first
 if op == 'acquire' then -- the ended leases pruned, then counted
-  redis.call('ZREMRANGEBYSCORE', ka, '-inf', int_text(now))
+  redis.call('ZREMRANGEBYSCORE', ka, '-inf', num(now))
   held, allowed = redis.call('ZCARD', ka), true
   local ends = now + lease
-  local ends_text = int_text(ends)
+  local ends_text = num(ends)
   if held < limit then
     if redis.call('ZADD', ka, 'NX', ends_text, member) == 1 then
       held = held + 1
@@ -52,7 +52,7 @@ if not allowed then
   retry = lease -- more than the limit: until one could have been renewed and ended
   local k = held + (op == 'acquire' and 1 or cost) - limit -- the leases to end first
   if k <= held then
-    retry = tonumber(redis.call('ZRANGEBYSCORE', ka, live, '+inf', 'WITHSCORES', 'LIMIT', int_text(k - 1), '1')[2]) - now
+    retry = tonumber(redis.call('ZRANGEBYSCORE', ka, live, '+inf', 'WITHSCORES', 'LIMIT', num(k - 1), '1')[2]) - now
   end
 end
 return {allowed and 1 or 0, held, reset_at, retry, now}

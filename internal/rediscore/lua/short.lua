@@ -173,8 +173,8 @@ end
 -- too long to move costs nothing more; no more entries are read than could
 -- be moved.
 local function short_from_log(log, meta, now, window, retain)
-  if redis.call('ZCARD', log) > short_log and redis.call('ZCOUNT', log, int_text(now - window + 1), '+inf') > short_log then return nil end
-  local e = redis.call('ZREVRANGEBYSCORE', log, '+inf', int_text(now - window + 1), 'WITHSCORES', 'LIMIT', '0', int_text(short_log + 1))
+  if redis.call('ZCARD', log) > short_log and redis.call('ZCOUNT', log, num(now - window + 1), '+inf') > short_log then return nil end
+  local e = redis.call('ZREVRANGEBYSCORE', log, '+inf', num(now - window + 1), 'WITHSCORES', 'LIMIT', '0', num(short_log + 1))
   if #e / 2 > short_log then return nil end
   local parts, units = {}, 0
   for i = #e - 1, 1, -2 do -- oldest first
@@ -217,7 +217,7 @@ local function log_from_short(log, meta, now, window, retain)
   if #times == 0 then return end
   local args = {}
   for i = 1, #times do
-    args[#args + 1] = int_text(times[i])
+    args[#args + 1] = num(times[i])
     args[#args + 1] = costs[i] > 1 and i .. ':' .. costs[i] or tostring(i)
     if #args == 512 or i == #times then
       redis.call('ZADD', log, unpack(args))

@@ -26,7 +26,7 @@ end
 local function stale_extra(log, cutoff, extra)
   local x = 0
   if extra > 0 then
-    for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', int_text(cutoff))) do
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', num(cutoff))) do
       x = x + cost_of(member) - 1
     end
   end
@@ -34,7 +34,8 @@ local function stale_extra(log, cutoff, extra)
 end
 
 -- add_entry adds an entry of cost at score under a member unique among the
--- entries of log: members are small integers, compact in a listpack; the
+-- entries of log: members are small integers, compact in a listpack (below
+-- 10^8, so that every server prints one as the same digits: num); the
 -- counter n proposes the next id in [1, span], and ZADD NX moves on past a
 -- member still in use. The caller passes held >= the entries of log, so
 -- span > held and a free id is found within span tries: the loop is bounded
@@ -43,9 +44,9 @@ local function add_entry(log, score, cost, held, n)
   local span = math.max(4096, 2 * held)
   for _ = 1, span do
     n = n % span + 1
-    local member = int_text(n)
+    local member = num(n)
     if cost > 1 then member = member .. ':' .. cost end
-    if redis.call('ZADD', log, 'NX', int_text(score), member) == 1 then return n end
+    if redis.call('ZADD', log, 'NX', num(score), member) == 1 then return n end
   end
   error('ratelimit: no free member in the log ' .. log .. ': its state is corrupt')
 end
@@ -55,7 +56,7 @@ end
 -- meta).
 local function prune(log, cutoff, extra)
   local pruned = stale_extra(log, cutoff, extra)
-  local removed = redis.call('ZREMRANGEBYSCORE', log, '-inf', int_text(cutoff))
+  local removed = redis.call('ZREMRANGEBYSCORE', log, '-inf', num(cutoff))
   return math.max(extra - pruned, 0), removed -- never below 0, whatever the members say
 end
 
@@ -67,7 +68,7 @@ end
 -- key, or one evicted apart from its log) or none of ours is rebuilt so,
 -- as is one that disagrees with its log (decide_log).
 local function rebuild(log)
-  local e = redis.call('ZRANGE', log, '0', int_text(max_log + 1), 'WITHSCORES')
+  local e = redis.call('ZRANGE', log, '0', num(max_log + 1), 'WITHSCORES')
   local n = #e / 2
   if n > max_log + 1 then return nil end
   if n == 0 then return 0, -1, -1, 0 end
@@ -86,9 +87,9 @@ local function unit_at(log, cutoff, k, count)
   while true do
     local e
     if k <= left then
-      e = redis.call('ZRANGEBYSCORE', log, int_text(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', int_text(offset), '128')
+      e = redis.call('ZRANGEBYSCORE', log, num(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', num(offset), '128')
     else
-      e = redis.call('ZREVRANGEBYSCORE', log, '+inf', int_text(cutoff + 1), 'WITHSCORES', 'LIMIT', int_text(offset), '128')
+      e = redis.call('ZREVRANGEBYSCORE', log, '+inf', num(cutoff + 1), 'WITHSCORES', 'LIMIT', num(offset), '128')
     end
     if #e == 0 then return nil end
     for i = 1, #e, 2 do
@@ -135,8 +136,8 @@ local function take_stale(log, meta, v, now, cost, retain, limit, window, own_cl
   if not seq or newest < 0 or newest > now - window or entries <= 0 or cost > limit then return nil end
   local span = math.max(4096, 2 * (max_log + 1)) -- add_entry's, for a log of ours: at most max_log + 1 entries
   seq = seq % span + 1
-  local score = int_text(now)
-  local member = int_text(seq)
+  local score = num(now)
+  local member = num(seq)
   if cost > 1 then member = member .. ':' .. cost end
   local added = redis.pcall('ZADD', log, 'NX', score, member)
   if type(added) == 'table' then -- an error: not a sorted set (sliding types the log)
@@ -145,10 +146,10 @@ local function take_stale(log, meta, v, now, cost, retain, limit, window, own_cl
   end
   if added == 0 then -- a stale entry's member
     seq = add_entry(log, now, cost, max_log + 1, seq)
-    member = int_text(seq)
+    member = num(seq)
     if cost > 1 then member = member .. ':' .. cost end
   end
-  if redis.call('ZREMRANGEBYSCORE', log, '-inf', int_text(now - window)) ~= entries then
+  if redis.call('ZREMRANGEBYSCORE', log, '-inf', num(now - window)) ~= entries then
     redis.call('ZREM', log, member)
     redis.call('DEL', meta)
     return decide_log(log, meta, 'take', now, cost, retain, limit, window, own_clock, at, false)
@@ -250,12 +251,12 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
       redis.call('DEL', log, meta)
       v, seq, extra, newest, oldest, expires, entries = false, 0, 0, nil, nil, nil, 0
     end
-    count = redis.call('ZCOUNT', log, int_text(cutoff + 1), '+inf') + extra - stale_extra(log, cutoff, extra)
+    count = redis.call('ZCOUNT', log, num(cutoff + 1), '+inf') + extra - stale_extra(log, cutoff, extra)
     if op == 'refund' and cost > count then return {2, count, 0, 0, now} end
     if op ~= 'peek' and not (quiet and op == 'take' and cost > limit - count) then -- a take or a refund writes: re-time the future, prune
       if newest and newest > now then
-        local now_text = int_text(now)
-        local future = redis.call('ZRANGEBYSCORE', log, '(' .. now_text, '+inf')
+        local now_text = num(now)
+        local future = redis.call('ZRANGEBYSCORE', log, '(' .. int_text(now), '+inf')
         for i = 1, #future, 256 do
           local args = {}
           for j = i, math.min(i + 255, #future) do
@@ -277,7 +278,7 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
     if extra > 0 then -- find how many of the newest entries hold them, 256 per call
       k = 0
       while n > 0 do
-        local top = redis.call('ZREVRANGE', log, int_text(offset), int_text(offset + 255))
+        local top = redis.call('ZREVRANGE', log, num(offset), num(offset + 255))
         if #top == 0 then break end -- the end of the log
         for i = 1, #top do
           local c = cost_of(top[i])
@@ -294,14 +295,14 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
       end
     end
     extra = math.max(extra, 0)
-    if k > 0 then redis.call('ZREMRANGEBYRANK', log, int_text(-k), '-1') end -- (-0 is no rank: a meta that miscounted)
+    if k > 0 then redis.call('ZREMRANGEBYRANK', log, num(-k), '-1') end -- (-0 is no rank: a meta that miscounted)
     if rest then seq = add_entry(log, rest[1], rest[2], math.max(limit, count), seq) end
     newest = tonumber(redis.call('ZRANGE', log, '-1', '-1', 'WITHSCORES')[2]) -- the key's time is the newest left's
     redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, -1, -1, -1), 'PX', ttl_text(ttl_ms))
     redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
     count, cost, op = count - cost, 1, 'peek'
   elseif op == 'undo' then -- drop up to cost units of the entries recorded at at
-    local members, n = redis.call('ZRANGEBYSCORE', log, int_text(at), int_text(at)), cost
+    local members, n = redis.call('ZRANGEBYSCORE', log, num(at), num(at)), cost
     for i = #members, 1, -1 do
       if n == 0 then break end
       local c = cost_of(members[i])
@@ -328,7 +329,7 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
     local excess, k, rest, offset = count + c - limit - 1, 0, nil, 0
     count = count + c
     while excess > 0 do -- from the oldest, 256 entries a call; the newest, c's, stays
-      local e = redis.call('ZRANGE', log, int_text(offset), int_text(offset + 255), 'WITHSCORES')
+      local e = redis.call('ZRANGE', log, num(offset), num(offset + 255), 'WITHSCORES')
       if #e == 0 then break end -- the end of the log
       for i = 1, #e, 2 do
         local ci = cost_of(e[i])
@@ -344,7 +345,7 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
       offset = offset + 256
     end
     extra = math.max(extra, 0)
-    if k > 0 then redis.call('ZREMRANGEBYRANK', log, '0', int_text(k - 1)) end
+    if k > 0 then redis.call('ZREMRANGEBYRANK', log, '0', num(k - 1)) end
     if rest then seq = add_entry(log, tonumber(rest[1]), rest[2], math.max(limit, count) + 1, seq) end
     redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, -1, -1, -1), 'PX', ttl_text(ttl_ms))
     redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
@@ -363,10 +364,10 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
         if k == 1 then
           at = oldest or now
         else
-          at = tonumber(redis.call('ZRANGE', log, int_text(k - 1), int_text(k - 1), 'WITHSCORES')[2]) or now
+          at = tonumber(redis.call('ZRANGE', log, num(k - 1), num(k - 1), 'WITHSCORES')[2]) or now
         end
       elseif extra - stale_extra(log, cutoff, extra) == 0 then -- every entry in the window is one unit
-        at = tonumber(redis.call('ZRANGEBYSCORE', log, int_text(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', int_text(k - 1), '1')[2]) or now
+        at = tonumber(redis.call('ZRANGEBYSCORE', log, num(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', num(k - 1), '1')[2]) or now
       else
         at = unit_at(log, cutoff, k, count) or now
       end
@@ -405,7 +406,7 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
     if known and oldest then
       reset_at = math.min(oldest, now) + window
     else
-      local first = redis.call('ZRANGEBYSCORE', log, int_text(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
+      local first = redis.call('ZRANGEBYSCORE', log, num(cutoff + 1), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
       if first[2] then reset_at = math.min(tonumber(first[2]), now) + window end
     end
   end
