@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
@@ -63,6 +64,7 @@ func staleKeepsTTL(t *testing.T, addr string, newStore NewStore) {
 	l := Limiter(t, newStore(t, addr), p, pre, ratelimit.WithRetention(time.Hour))
 	a := Admin(t, addr)
 	keys := keysOf(t, pre, "k", p)
+	began := time.Now()
 	d, err := l.Allow(ctx, "k")
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
@@ -76,10 +78,18 @@ func staleKeepsTTL(t *testing.T, addr string, newStore NewStore) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	require.Equal(t, 199, d.Remaining, "the stale entry is not counted")
+	// A TTL stands while it is longer than the retention: for the TTL
+	// slack (1s) after its write. A machine that stalled this check
+	// about as long sees it renewed, as designed.
+	stood := time.Since(began) < backend.KeepSlack*9/10
 	for i, k := range keys {
 		ttl := a.PTTL(ctx, k).Val()
 		require.Positive(t, ttl, "key %d keeps a TTL", i)
-		require.LessOrEqual(t, ttl, full-40*time.Millisecond, "key %d: its TTL stood (renewed, it would be %v again)", i, full)
+		if stood {
+			require.LessOrEqual(t, ttl, full-40*time.Millisecond, "key %d: its TTL stood (renewed, it would be %v again)", i, full)
+		} else {
+			t.Logf("the two takes %v apart: the TTL may be renewed", time.Since(began))
+		}
 	}
 	require.EqualValues(t, 1, a.ZCard(ctx, keys[0]).Val(), "the stale entry is pruned")
 }
