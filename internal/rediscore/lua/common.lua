@@ -65,6 +65,16 @@ local kblock, block, boxed_until, op0, now0, maxcost
 -- server refuses (an ACL) fails nothing: the change itself was made.
 local news
 
+-- wrong_type says whether reply, a redis.pcall's, is the error of a key of
+-- another type (someone wrote another kind of value there: no state of
+-- ours); any other error is raised as the server gave it (READONLY, OOM:
+-- the client acts on the code).
+local function wrong_type(reply)
+  if type(reply) ~= 'table' or not reply.err then return false end
+  if string.find(reply.err, 'WRONGTYPE', 1, true) ~= 1 then error(reply) end
+  return true
+end
+
 -- Numbers go to the server in the form it turns into text fastest. Redis
 -- before 7.2 formats a Lua number with %.17g, 0.2-0.3 µs of its time a
 -- number (glibc's exact printing of a double), where string.format('%d')

@@ -259,8 +259,7 @@ local function sliding(log, meta, op, now, cost, retain, limit, window, own_cloc
     return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at, v)
   end
   local v, long = redis.pcall('GET', log), false -- v: the short log, or false for no key
-  if type(v) == 'table' then
-    if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
+  if wrong_type(v) then
     if redis.call('TYPE', log).ok ~= 'zset' then
       redis.call('DEL', log, meta)
       v = false

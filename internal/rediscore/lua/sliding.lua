@@ -39,14 +39,17 @@ end
 -- counter n proposes the next id in [1, span], and ZADD NX moves on past a
 -- member still in use. The caller passes held >= the entries of log, so
 -- span > held and a free id is found within span tries: the loop is bounded
--- whatever the stored data. It returns the new n.
+-- whatever the stored data. It returns the new n and the entry's member;
+-- nil when log is of another type (take_stale's first command).
 local function add_entry(log, score, cost, held, n)
   local span = math.max(4096, 2 * held)
   for _ = 1, span do
     n = n % span + 1
     local member = num(n)
     if cost > 1 then member = member .. ':' .. cost end
-    if redis.call('ZADD', log, 'NX', num(score), member) == 1 then return n end
+    local added = redis.pcall('ZADD', log, 'NX', num(score), member)
+    if wrong_type(added) then return nil end
+    if added == 1 then return n, member end
   end
   error('ratelimit: no free member in the log ' .. log .. ': its state is corrupt')
 end
@@ -104,11 +107,7 @@ end
 -- x, t, o, e and c (see decide_log), or nil for no meta or one that is
 -- none of ours (a number out of its bounds, another length or type).
 local function read_meta(v)
-  if type(v) == 'table' then -- an error: a meta of another type is none of ours
-    if string.find(v.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(v) end
-    return nil
-  end
-  if not v or #v ~= 48 then return nil end
+  if wrong_type(v) or not v or #v ~= 48 then return nil end -- a meta of another type is none of ours
   local seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v)
   if seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
       and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
@@ -134,21 +133,9 @@ local decide_log
 local function take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
   local seq, extra, newest, oldest, expires, entries = read_meta(v)
   if not seq or newest < 0 or newest > now - window or entries <= 0 or cost > limit then return nil end
-  local span = math.max(4096, 2 * (max_log + 1)) -- add_entry's, for a log of ours: at most max_log + 1 entries
-  seq = seq % span + 1
-  local score = num(now)
-  local member = num(seq)
-  if cost > 1 then member = member .. ':' .. cost end
-  local added = redis.pcall('ZADD', log, 'NX', score, member)
-  if type(added) == 'table' then -- an error: not a sorted set (sliding types the log)
-    if string.find(added.err or '', 'WRONGTYPE', 1, true) ~= 1 then error(added) end
-    return nil
-  end
-  if added == 0 then -- a stale entry's member
-    seq = add_entry(log, now, cost, max_log + 1, seq)
-    member = num(seq)
-    if cost > 1 then member = member .. ':' .. cost end
-  end
+  local member
+  seq, member = add_entry(log, now, cost, max_log + 1, seq) -- a log of ours holds at most max_log + 1 entries
+  if not seq then return nil end -- not a sorted set: sliding types the log
   if redis.call('ZREMRANGEBYSCORE', log, '-inf', num(now - window)) ~= entries then
     redis.call('ZREM', log, member)
     redis.call('DEL', meta)

@@ -2,8 +2,7 @@
 -- their one key ka (false: none), read before the algorithm's body. A key of
 -- another type is no state: it is deleted, even by a peek.
 local v = redis.pcall('GET', ka)
-if type(v) == 'table' then -- an error: a key of another type is no state
-  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then error(v) end
+if wrong_type(v) then -- a key of another type is no state
   redis.call('DEL', ka)
   v = false
 end
