@@ -131,6 +131,9 @@ local decide_log
 -- means the two parted: the entry is taken out again, the meta dropped,
 -- and the take decided on the meta rebuilt from the log.
 local function take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
+  -- the newest entry's time first: most takes are on a log with one in the
+  -- window, and decide_log reads the whole meta again (0.3 µs a call)
+  if type(v) ~= 'string' or #v ~= 48 or not (struct.unpack('<d', v, 17) <= now - window) then return nil end
   local seq, extra, newest, oldest, expires, entries = read_meta(v)
   if not seq or newest < 0 or newest > now - window or entries <= 0 or cost > limit then return nil end
   local member
