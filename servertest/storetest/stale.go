@@ -32,8 +32,8 @@ func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
 			return a.Del(ctx, log).Err()
 		},
 		"5 entries more": func(ctx context.Context, a *goredis.Client, log string, old float64) error {
-			for i := range 5 {
-				if err := a.ZAdd(ctx, log, goredis.Z{Score: old - float64(i), Member: 9000 + i}).Err(); err != nil {
+			for i := range 5 { // members 11 to 15: the ids the next takes propose (ZADD NX moves past them)
+				if err := a.ZAdd(ctx, log, goredis.Z{Score: old - float64(i), Member: 11 + i}).Err(); err != nil {
 					return err
 				}
 			}
