@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,7 +127,16 @@ func newLimiter(t *testing.T, s backend.Store, p ratelimit.Policy, opts ...ratel
 	return l
 }
 
-func prefix(t *testing.T) string { return "test:" + t.Name() + ":" }
+// prefix is the prefix of t's keys, one a run of a test: a second run
+// (-count=2, or a server kept between runs through REDIS_ADDR) finds none
+// of an earlier run's keys (TestMultiOnOneKeyIsOneCommand failed its second
+// run so, its per-second key still full).
+func prefix(t *testing.T) string {
+	p, _ := prefixes.LoadOrStore(t, fmt.Sprintf("test:%s:%d:", t.Name(), time.Now().UnixNano()))
+	return p.(string)
+}
+
+var prefixes sync.Map // *testing.T -> its prefix
 
 // Every key of one caller's key, under every prefix and algorithm, has one
 // hash tag, so one script may decide several policies on it.
