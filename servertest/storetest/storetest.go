@@ -45,6 +45,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	ScriptsEnd(t, kind, newStore)
 	Logs(t, kind, newStore)
 	t.Run("a take on a log whose entries all left the window", func(t *testing.T) { StaleTakes(t, kind, newStore) })
+	t.Run("a short log's denials", func(t *testing.T) { ShortDenials(t, kind, newStore) })
 }
 
 // PrefixesOnACluster requires store, on a client of a real cluster, to keep

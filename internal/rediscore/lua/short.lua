@@ -164,6 +164,36 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
   return {allowed and 1 or 0, count, reset_at, retry, now}
 end
 
+-- short_denied answers a take or a peek of cost that the short log at log
+-- denies, reading no more of it than decide_short would use: the units from
+-- the (limit - cost + 1)-th on, which tell the count and the newest, and
+-- the oldest up to the one whose leaving lets the request in. A log read
+-- whole costs the server its every byte (a GET of a full log of 100 units
+-- 0.8 µs more than one of 16 bytes: docs/figures.md), where a denial needs
+-- three units of it. nil when the answer needs the whole log: the window
+-- holds fewer units (the request may fit), units have left it (a take
+-- prunes), the newest is from the future (a take re-times), or a unit read
+-- is no time of ours, out of order or a key of another type; decide_short
+-- then decides as ever. Where it answers, decide_short would read the same
+-- units and write nothing.
+local function short_denied(log, now, cost, limit, window)
+  local m = limit - cost + 1 -- the request is denied when the window holds m units
+  if m < 1 then return nil end
+  local tail = redis.pcall('GETRANGE', log, int_text((m - 1) * 8), '-1')
+  if type(tail) ~= 'string' or #tail == 0 or #tail % 8 ~= 0 then return nil end
+  local n = m - 1 + #tail / 8
+  local newest = unit(tail, #tail / 8)
+  if n > max_log or not newest then return nil end
+  if newest > now and newest - now <= max_skew then now = newest end -- the key's time
+  if newest > now then return nil end
+  local k = n + cost - limit -- the k-th oldest unit leaves when the request fits
+  local head = redis.call('GETRANGE', log, '0', int_text(k * 8 - 1))
+  if #head ~= k * 8 then return nil end
+  local oldest, at = unit(head, 1), unit(head, k)
+  if not oldest or not at or oldest <= now - window or oldest > at or at > newest then return nil end
+  return {0, n, oldest + window, at + window - now, now}
+end
+
 -- short_from_log moves the sorted set at log (and its meta) to a short
 -- log, keeping the units still in the window, and returns it. A log
 -- holding more than short_log units in the window (a limit lowered across
@@ -257,6 +287,10 @@ local function sliding(log, meta, op, now, cost, retain, limit, window, own_cloc
       v = false
     end
     return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at, v)
+  end
+  if op == 'take' or op == 'peek' then
+    local r = short_denied(log, now, cost, limit, window)
+    if r then return r end
   end
   local v, long = redis.pcall('GET', log), false -- v: the short log, or false for no key
   if wrong_type(v) then

@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/servertest/testserver"
+)
+
+// ShortDenials checks the denials of a short sliding log (a limit of at
+// most lua.ShortLog, one string of its units' times): answered from the
+// units they need, read by GETRANGE, not from the log read whole (a GET of
+// a full log of 100 units cost the server 0.8 µs more than one of 16
+// bytes), and answered as the model answers whatever the log holds. On a
+// server of its own, whose command statistics are the checks' alone.
+func ShortDenials(t *testing.T, kind testserver.Kind, newStore NewStore) {
+	addr := testserver.Own(t, kind).Addr
+	t.Run("a denial reads the units it needs, not the log", func(t *testing.T) { shortDenialReads(t, addr, newStore) })
+	t.Run("takes, peeks and charges answer as the model", func(t *testing.T) { shortAsModel(t, addr, newStore) })
+}
+
+// shortDenialReads: a full log of 100 units, then denials and peeks of
+// cost 1 and 3, after a charge past the limit too: each reads two ranges
+// of the log (GETRANGE), no GET, and answers with the count and the retry
+// of the unit that must leave.
+func shortDenialReads(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	a := Admin(t, addr)
+	s := newStore(t, addr)
+	rule := ruleOf(t, Prefix(), ratelimit.PerHour(100), time.Hour)
+	start := time.Now().UnixMicro()
+	req := func(cost, at int64) backend.Request {
+		return backend.Request{Rule: rule, Key: "k", Cost: cost, Now: start + at}
+	}
+	for i := int64(0); i < 100; i++ { // the i-th unit at start+i µs
+		out, err := s.Take(ctx, req(1, i))
+		require.NoError(t, err)
+		require.True(t, out.Allowed())
+	}
+	hour := time.Hour.Microseconds()
+	check := func(over int64) {
+		t.Helper()
+		require.NoError(t, a.ConfigResetStat(ctx).Err())
+		const now = 1000
+		for _, cost := range []int64{1, 3} {
+			k := over + cost // the k-th oldest unit (at start+k-1) must leave
+			want := backend.Outcome{Count: 100 + over, ResetAt: start + hour, RetryAfter: k - 1 + hour - now, At: start + now}
+			out, err := s.Take(ctx, req(cost, now))
+			require.NoError(t, err)
+			require.Equal(t, want, out, "a take of %d, %d over the limit", cost, over)
+			out, err = s.Peek(ctx, req(cost, now))
+			require.NoError(t, err)
+			require.Equal(t, want, out, "a peek of %d, %d over the limit", cost, over)
+		}
+		calls := commandCalls(ctx, t, a)
+		require.Zero(t, calls["get"], "no GET of the log")
+		require.EqualValues(t, 2*4, calls["getrange"], "two ranges a denial")
+	}
+	check(0)
+	out, err := s.Charge(ctx, req(1, 500)) // recorded past the limit
+	require.NoError(t, err)
+	require.False(t, out.Allowed())
+	check(1)
+}
+
+// commandCalls is how many times the server ran each command since its
+// statistics were reset, by the command's name.
+func commandCalls(ctx context.Context, t *testing.T, a *goredis.Client) map[string]int64 {
+	info, err := a.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	calls := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		n, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		calls[strings.TrimPrefix(name, "cmdstat_")], err = strconv.ParseInt(n, 10, 64)
+		require.NoError(t, err, line)
+	}
+	return calls
+}
+
+// shortAsModel decides random takes, peeks and charges on short logs (a
+// limit of 5 a second, costs up to 3), at times that step by a
+// microsecond to more than the window and now and then back by up to 30
+// ms (a skewed caller), and requires every answer the model gives: the
+// denials read in part and the decisions that read the log whole agree.
+func shortAsModel(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	s, m := newStore(t, addr), conformance.NewModel()
+	rule := ruleOf(t, Prefix(), ratelimit.PerSecond(5), time.Hour)
+	r := rand.New(rand.NewPCG(7, 51))
+	steps := []int64{0, 1, 1_000, 30_000, 200_000, 1_100_000, -30_000}
+	now := time.Now().UnixMicro()
+	denials := 0
+	for i := range 3_000 {
+		now += steps[r.IntN(len(steps))]
+		req := backend.Request{Rule: rule, Key: "k" + strconv.Itoa(r.IntN(3)), Cost: 1 + r.Int64N(3), Now: now}
+		var got, want backend.Outcome
+		var err error
+		switch op := r.IntN(10); {
+		case op < 6:
+			got, err = s.Take(ctx, req)
+			want = m.Take(req)
+		case op < 9:
+			got, err = s.Peek(ctx, req)
+			want = m.Peek(req)
+		default:
+			got, err = s.Charge(ctx, req)
+			want = m.Charge(req)
+		}
+		require.NoError(t, err)
+		require.Equal(t, want, got, "decision %d: %+v", i, req)
+		if !got.Allowed() {
+			denials++
+		}
+	}
+	require.Greater(t, denials, 300, "denials decided")
+}
