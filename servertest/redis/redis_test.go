@@ -184,10 +184,10 @@ func TestMemoryOfAFullKey(t *testing.T) {
 		}
 		keys := keysOf(t, prefix(t), key, l.Policy())
 		logBytes := c.MemoryUsage(ctx, keys[0]).Val()
-		if limit <= lua.ShortLog { // a string of the units' times, no meta
+		if limit <= lua.ShortLog { // a string of a header and the units' times, no meta
 			log, err := c.Get(ctx, keys[0]).Bytes()
 			require.NoError(t, err)
-			require.Len(t, log, 8*limit, "a short log: 8 bytes a unit")
+			require.Len(t, log, 16+8*limit, "a short log: a header of 16 bytes, and 8 bytes a unit")
 			require.Zero(t, c.Exists(ctx, keys[1]).Val(), "a short log has no meta")
 			t.Logf("limit %d: MEMORY USAGE %d B for the log", limit, logBytes)
 			require.LessOrEqual(t, logBytes, int64(8*limit+200), "a full key at limit %d: its units and the key", limit)

@@ -111,7 +111,7 @@ func corruptions(req backend.Request, rng *rand.Rand) []corruption {
 			})
 		}
 		if req.Rule.Limit() <= lua.ShortLog {
-			packed(0, []int{8, 8}) // the two units of the log
+			packed(0, []int{8, 8, 8, 8}) // the header (the units' number, the newest's time) and two units
 			wrongType(0, true)
 			return out
 		}
@@ -257,12 +257,15 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 	}
 	b, err := c.Get(ctx, key).Bytes()
 	require.NoError(t, err, what)
-	if alg == backend.SlidingWindow && rule.Limit() <= lua.ShortLog { // times, in order
-		require.Zero(t, len(b)%8, "%s: healed, yet holds %d bytes", what, len(b))
+	if alg == backend.SlidingWindow && rule.Limit() <= lua.ShortLog { // a header, then times in order
+		require.True(t, len(b) >= 24 && len(b)%8 == 0, "%s: healed, yet holds %d bytes", what, len(b))
+		n, newest := math.Float64frombits(binary.LittleEndian.Uint64(b)), binary.LittleEndian.Uint64(b[8:])
+		require.Equal(t, float64(len(b)/8-2), n, "%s: healed, yet its header counts %v units", what, n)
+		require.Equal(t, binary.LittleEndian.Uint64(b[len(b)-8:]), newest, "%s: healed, yet its header's newest is not its last unit", what)
 		last := 0.0
-		for at := 0; at < len(b); at += 8 {
+		for at := 16; at < len(b); at += 8 {
 			f := math.Float64frombits(binary.LittleEndian.Uint64(b[at:]))
-			require.True(t, f >= last && f < 1<<53 && f == math.Trunc(f), "%s: healed, yet unit %d holds %v", what, at/8, f)
+			require.True(t, f >= last && f < 1<<53 && f == math.Trunc(f), "%s: healed, yet unit %d holds %v", what, at/8-1, f)
 			last = f
 		}
 		return

@@ -276,8 +276,8 @@ func badUnit(t *testing.T, addr string, newStore NewStore) {
 	}
 	b, err := a.Get(ctx, keys[0]).Bytes()
 	require.NoError(t, err)
-	require.Len(t, b, 24)
-	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(math.NaN()))
+	require.Len(t, b, 16+24, "a header and 3 units")
+	binary.LittleEndian.PutUint64(b[16+8:], math.Float64bits(math.NaN())) // the second unit
 	require.NoError(t, a.Set(ctx, keys[0], b, time.Minute).Err())
 	for i := 0; i < 60; i++ {
 		take()

@@ -12,9 +12,10 @@ import (
 // description for users, checked against this file by
 // TestTheKeyLayoutDocIsTheCodes. For the caller's key K under the prefix P:
 //
-//	P{K}:sw       the sliding log. Of a limit of at most ShortLog: a string,
-//	              the times (µs) of its units, oldest first, as
-//	              little-endian doubles (a request of cost c is c units).
+//	P{K}:sw       the sliding log. Of a limit of at most ShortLog: a string
+//	              of little-endian doubles, a header (the number of units,
+//	              the newest's time) and the times (µs) of its units,
+//	              oldest first (a request of cost c is c units).
 //	              Of a larger limit: a sorted set of entries scored by time
 //	              (µs), a member "id" for a request of cost 1, "id:cost"
 //	              otherwise

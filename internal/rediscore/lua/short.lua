@@ -1,10 +1,12 @@
 -- The short sliding log, and the choice between the two forms of a log.
 -- A log whose limit is at most short_log is one string at the log's key:
--- the times (µs) of its units, oldest first, as little-endian doubles, a
--- request of cost c being c units at one time. A take reads it and writes
--- it whole: TIME, GET, SET, where the sorted set and its meta (sliding.lua)
--- take four to six commands; and its bytes are 8 a unit, where a sorted set
--- past 128 entries leaves its compact encoding. Copying the string costs
+-- a header of the units' number and the newest's time, then the times (µs)
+-- of its units, oldest first, all little-endian doubles, a request of cost
+-- c being c units at one time. A denial reads the header and the oldest
+-- unit (short_denied); a take that may admit reads the log and writes it
+-- whole: TIME, GETRANGE, GET, SET, where the sorted set and its meta
+-- (sliding.lua) take four to six commands; and its bytes are 8 a unit,
+-- where a sorted set past 128 entries leaves its compact encoding. Copying the string costs
 -- what the sorted set's commands save up to a couple of hundred units, so
 -- a longer log keeps the sorted set (docs/figures.md). A key moves to the
 -- other form, every entry in the window kept, when a rule of the other form
@@ -19,7 +21,28 @@ local function unit(v, i)
   if x >= 0 and x <= max_time and x % 1 == 0 then return x end
 end
 
--- decide_short decides on the short log v (the value at log: '' for none).
+-- short_units is the units of s, a short log as stored (GET's answer: false
+-- for none), and whether they must be healed: a header that does not tell
+-- the units after it (another number, another newest) is none of ours,
+-- and every byte of s is taken for units, healed (short_heal), so that any
+-- time it holds still counts: a log never frees quota sooner than what it
+-- recorded, and a log written without a header reads as it was.
+local function short_units(s)
+  if type(s) ~= 'string' or #s == 0 then return '', false end
+  if #s >= 24 and #s % 8 == 0 then
+    local n, newest = struct.unpack('<dd', s)
+    if n == #s / 8 - 2 and newest == unit(s, n + 2) then return string.sub(s, 17), false end
+  end
+  return s, true
+end
+
+-- short_set writes the units v (not empty) at log, behind their header.
+local function short_set(log, v, ttl_ms)
+  local n = #v / 8
+  redis.call('SET', log, struct.pack('<dd', n, struct.unpack('<d', v, #v - 7)) .. v, 'PX', ttl_text(ttl_ms))
+end
+
+-- decide_short decides on the units v of the short log at log ('' for none).
 -- Stored bytes are distrusted as elsewhere: a length that is no whole
 -- number of units, or any unit read that holds no time (or one out of
 -- order where the answer depends on it), makes v corrupt: it is healed
@@ -119,7 +142,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
     if #kept == 0 then
       redis.call('DEL', log)
     else
-      redis.call('SET', log, kept, 'PX', ttl_text(log_ttl(window, retain)))
+      short_set(log, kept, log_ttl(window, retain))
     end
     local o = decide_short(log, 'peek', now, 1, retain, limit, window, kept) -- writes nothing
     if op == 'charge' then -- allowed: whether it fit, and then no retry_after
@@ -155,7 +178,7 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
     if #kept == 0 then
       redis.call('DEL', log)
     else
-      redis.call('SET', log, kept, 'PX', ttl_text(log_ttl(window, retain)))
+      short_set(log, kept, log_ttl(window, retain))
     end
   end
   if count > 0 and not oldest then oldest = now end -- a take on an empty log
@@ -164,33 +187,41 @@ function decide_short(log, op, now, cost, retain, limit, window, v, healed, at)
   return {allowed and 1 or 0, count, reset_at, retry, now}
 end
 
+-- decide_stored decides on s, the short log at log as stored.
+local function decide_stored(log, op, now, cost, retain, limit, window, s, at)
+  local v, bad = short_units(s)
+  if bad then return short_healed(log, op, now, cost, retain, limit, window, v, at) end
+  return decide_short(log, op, now, cost, retain, limit, window, v, nil, at)
+end
+
 -- short_denied answers a take or a peek of cost that the short log at log
--- denies, reading no more of it than decide_short would use: the units from
--- the (limit - cost + 1)-th on, which tell the count and the newest, and
--- the oldest up to the one whose leaving lets the request in. A log read
--- whole costs the server its every byte (a GET of a full log of 100 units
--- 0.8 µs more than one of 16 bytes: docs/figures.md), where a denial needs
--- three units of it. nil when the answer needs the whole log: the window
--- holds fewer units (the request may fit), units have left it (a take
--- prunes), the newest is from the future (a take re-times), or a unit read
--- is no time of ours, out of order or a key of another type; decide_short
--- then decides as ever. Where it answers, decide_short would read the same
--- units and write nothing.
+-- denies, reading no more of it than decide_short would use: the header
+-- and the oldest unit (one GETRANGE of 24 bytes), which tell the count,
+-- the key's time and the retry of a request that needs the oldest to
+-- leave, and the k-th oldest when more must (after a charge past the
+-- limit, or a cost that fits a fuller window). A log read whole costs the
+-- server its every byte (a GET of 100 units 0.8 µs more than one of 16
+-- bytes: docs/figures.md). nil when the answer needs the whole log: the
+-- window holds too few units (the request may fit), the oldest has left it
+-- (a take prunes), the newest is from the future (a take re-times), or a
+-- number read is none of ours; decide_short then decides as ever. Where
+-- it answers, decide_short answers the same and writes nothing. The count
+-- is the header's, not checked against the string's length: a header that
+-- lies plausibly denies as a state that did (a window's count would),
+-- until the key's TTL ends, which a denial does not renew.
 local function short_denied(log, now, cost, limit, window)
-  local m = limit - cost + 1 -- the request is denied when the window holds m units
-  if m < 1 then return nil end
-  local tail = redis.pcall('GETRANGE', log, int_text((m - 1) * 8), '-1')
-  if type(tail) ~= 'string' or #tail == 0 or #tail % 8 ~= 0 then return nil end
-  local n = m - 1 + #tail / 8
-  local newest = unit(tail, #tail / 8)
-  if n > max_log or not newest then return nil end
+  local h = redis.pcall('GETRANGE', log, '0', '23')
+  if type(h) ~= 'string' or #h ~= 24 then return nil end
+  local n, newest, oldest = struct.unpack('<d', h), unit(h, 2), unit(h, 3)
+  if not (n >= 1 and n <= max_log and n % 1 == 0) or not newest or not oldest or oldest > newest then return nil end
   if newest > now and newest - now <= max_skew then now = newest end -- the key's time
-  if newest > now then return nil end
-  local k = n + cost - limit -- the k-th oldest unit leaves when the request fits
-  local head = redis.call('GETRANGE', log, '0', int_text(k * 8 - 1))
-  if #head ~= k * 8 then return nil end
-  local oldest, at = unit(head, 1), unit(head, k)
-  if not oldest or not at or oldest <= now - window or oldest > at or at > newest then return nil end
+  if newest > now or oldest <= now - window or cost <= limit - n then return nil end
+  local k, at = n + cost - limit, oldest -- the k-th oldest unit leaves when the request fits
+  if k > 1 then
+    local u = redis.call('GETRANGE', log, int_text(8 + 8 * k), int_text(15 + 8 * k))
+    at = #u == 8 and unit(u, 1)
+    if not at or at < oldest or at > newest then return nil end
+  end
   return {0, n, oldest + window, at + window - now, now}
 end
 
@@ -218,7 +249,7 @@ local function short_from_log(log, meta, now, window, retain)
   end
   redis.call('DEL', log, meta)
   local v = table.concat(parts)
-  if #v > 0 then redis.call('SET', log, v, 'PX', ttl_text(log_ttl(window, retain))) end
+  if #v > 0 then short_set(log, v, log_ttl(window, retain)) end
   return v
 end
 
@@ -226,9 +257,10 @@ end
 -- keeping the units still in the window, one member for the units of one
 -- time; whatever else log holds is deleted (no state), as is meta.
 local function log_from_short(log, meta, now, window, retain)
-  local v = redis.pcall('GET', log)
+  local s = redis.pcall('GET', log)
   redis.call('DEL', log, meta)
-  if type(v) ~= 'string' then return end
+  if type(s) ~= 'string' then return end
+  local v = short_units(s) -- a header none of ours: every byte, as the units healed
   local n = #v / 8
   if n % 1 ~= 0 or n > max_log then return end
   local times, costs, units, newest = {}, {}, 0, -1
@@ -278,7 +310,7 @@ local function sliding(log, meta, op, now, cost, retain, limit, window, own_cloc
     local t = redis.call('TYPE', log).ok
     if t == 'string' then
       if op ~= 'take' and op ~= 'charge' then
-        return decide_short(log, op, now, cost, retain, limit, window, redis.call('GET', log), nil, at)
+        return decide_stored(log, op, now, cost, retain, limit, window, redis.call('GET', log), at)
       end
       log_from_short(log, meta, now, window, retain)
       v = nil -- written anew: read again
@@ -292,18 +324,18 @@ local function sliding(log, meta, op, now, cost, retain, limit, window, own_cloc
     local r = short_denied(log, now, cost, limit, window)
     if r then return r end
   end
-  local v, long = redis.pcall('GET', log), false -- v: the short log, or false for no key
-  if wrong_type(v) then
+  local s = redis.pcall('GET', log) -- the short log as stored, or false for no key
+  if wrong_type(s) then
     if redis.call('TYPE', log).ok ~= 'zset' then
       redis.call('DEL', log, meta)
-      v = false
+      s = false
     elseif op == 'take' or op == 'charge' then
-      v = short_from_log(log, meta, now, window, retain) -- nil: too long to move
-      long = v == nil
+      local v = short_from_log(log, meta, now, window, retain) -- its units; nil: too long to move
+      if v then return decide_short(log, op, now, cost, retain, limit, window, v, nil, at) end
+      return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at)
     else
-      long = true -- the sorted set, as it is
+      return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at) -- the sorted set, as it is
     end
   end
-  if long then return decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at) end
-  return decide_short(log, op, now, cost, retain, limit, window, v or '', nil, at)
+  return decide_stored(log, op, now, cost, retain, limit, window, s, at)
 end
