@@ -33,35 +33,38 @@ func ShortDenials(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	t.Run("a log of units without a header counts every unit", func(t *testing.T) { headerless(t, addr, newStore) })
 }
 
-// headerless: a short log of 5 units and no header (as one was written
-// before the header) holds no header of ours, and is healed with every
-// byte taken for a unit: its 5 units count, its denial is exact, and the
-// take that writes it next writes the header.
+// headerless: a full short log of units and no header (as one was
+// written before the header), at limits of 5 and 40, holds no header of
+// ours, and is healed with every byte taken for a unit: its units count,
+// its denial is exact, and the take that writes it next writes the
+// header.
 func headerless(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	a := Admin(t, addr)
 	s := newStore(t, addr)
-	pre := Prefix()
-	p := ratelimit.PerHour(5)
-	rule, keys := ruleOf(t, pre, p, time.Hour), keysOf(t, pre, "k", p)
-	start := time.Now().UnixMicro()
-	var units []byte
-	for i := range int64(5) {
-		units = binary.LittleEndian.AppendUint64(units, math.Float64bits(float64(start+i)))
+	for _, limit := range []int{5, 40} {
+		pre := Prefix()
+		p := ratelimit.PerHour(limit)
+		rule, keys := ruleOf(t, pre, p, time.Hour), keysOf(t, pre, "k", p)
+		start := time.Now().UnixMicro()
+		var units []byte
+		for i := range int64(limit) {
+			units = binary.LittleEndian.AppendUint64(units, math.Float64bits(float64(start+i)))
+		}
+		require.NoError(t, a.Set(ctx, keys[0], units, time.Hour).Err())
+		req := backend.Request{Rule: rule, Key: "k", Cost: 1, Now: start + 100}
+		want := backend.Outcome{Count: int64(limit), ResetAt: start + time.Hour.Microseconds(), RetryAfter: time.Hour.Microseconds() - 100, At: start + 100}
+		out, err := s.Peek(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, want, out, "limit %d: a peek", limit)
+		out, err = s.Take(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, want, out, "limit %d: a take", limit)
+		b, err := a.Get(ctx, keys[0]).Bytes()
+		require.NoError(t, err)
+		header := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(limit))), math.Float64bits(float64(start+int64(limit)-1)))
+		require.Equal(t, append(header, units...), b, "limit %d: the take healed the log: its header, then the same units", limit)
 	}
-	require.NoError(t, a.Set(ctx, keys[0], units, time.Hour).Err())
-	req := backend.Request{Rule: rule, Key: "k", Cost: 1, Now: start + 10}
-	want := backend.Outcome{Count: 5, ResetAt: start + time.Hour.Microseconds(), RetryAfter: time.Hour.Microseconds() - 10, At: start + 10}
-	out, err := s.Peek(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, want, out, "a peek")
-	out, err = s.Take(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, want, out, "a take")
-	b, err := a.Get(ctx, keys[0]).Bytes()
-	require.NoError(t, err)
-	require.Equal(t, append(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.Float64bits(5)), math.Float64bits(float64(start+4))), units...), b,
-		"the take healed the log: its header, then the same units")
 }
 
 // shortDenialReads: a full log of 100 units, then denials and peeks of
@@ -129,40 +132,46 @@ func commandCalls(ctx context.Context, t *testing.T, a *goredis.Client) map[stri
 	return calls
 }
 
-// shortAsModel decides random takes, peeks and charges on short logs (a
-// limit of 5 a second, costs up to 3), at times that step by a
-// microsecond to more than the window and now and then back by up to 30
-// ms (a skewed caller), and requires every answer the model gives: the
-// denials read in part and the decisions that read the log whole agree.
+// shortAsModel decides random takes, peeks and charges on short logs (5
+// a second over 3 keys, 40 in 10 seconds on one), costs up to 3, at times
+// that step by a microsecond to more than a second and now and then back
+// by 30 ms (a skewed caller), and requires every answer the model gives:
+// the denials read in part and the decisions that read the log whole
+// agree.
 func shortAsModel(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
-	s, m := newStore(t, addr), conformance.NewModel()
-	rule := ruleOf(t, Prefix(), ratelimit.PerSecond(5), time.Hour)
-	r := rand.New(rand.NewPCG(7, 51))
-	steps := []int64{0, 1, 1_000, 30_000, 200_000, 1_100_000, -30_000}
-	now := time.Now().UnixMicro()
-	denials := 0
-	for i := range 3_000 {
-		now += steps[r.IntN(len(steps))]
-		req := backend.Request{Rule: rule, Key: "k" + strconv.Itoa(r.IntN(3)), Cost: 1 + r.Int64N(3), Now: now}
-		var got, want backend.Outcome
-		var err error
-		switch op := r.IntN(10); {
-		case op < 6:
-			got, err = s.Take(ctx, req)
-			want = m.Take(req)
-		case op < 9:
-			got, err = s.Peek(ctx, req)
-			want = m.Peek(req)
-		default:
-			got, err = s.Charge(ctx, req)
-			want = m.Charge(req)
+	for _, c := range []struct {
+		p    ratelimit.Policy
+		keys int
+	}{{ratelimit.PerSecond(5), 3}, {ratelimit.NewPolicy(ratelimit.SlidingWindow, 40, 10*time.Second), 1}} {
+		s, m := newStore(t, addr), conformance.NewModel()
+		rule := ruleOf(t, Prefix(), c.p, time.Hour)
+		r := rand.New(rand.NewPCG(7, 51))
+		steps := []int64{0, 1, 1_000, 30_000, 200_000, 1_100_000, -30_000}
+		now := time.Now().UnixMicro()
+		denials := 0
+		for i := range 3_000 {
+			now += steps[r.IntN(len(steps))]
+			req := backend.Request{Rule: rule, Key: "k" + strconv.Itoa(r.IntN(c.keys)), Cost: 1 + r.Int64N(3), Now: now}
+			var got, want backend.Outcome
+			var err error
+			switch op := r.IntN(10); {
+			case op < 6:
+				got, err = s.Take(ctx, req)
+				want = m.Take(req)
+			case op < 9:
+				got, err = s.Peek(ctx, req)
+				want = m.Peek(req)
+			default:
+				got, err = s.Charge(ctx, req)
+				want = m.Charge(req)
+			}
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%v: decision %d: %+v", c.p, i, req)
+			if !got.Allowed() {
+				denials++
+			}
 		}
-		require.NoError(t, err)
-		require.Equal(t, want, got, "decision %d: %+v", i, req)
-		if !got.Allowed() {
-			denials++
-		}
+		require.Greater(t, denials, 300, "%v: denials decided", c.p)
 	}
-	require.Greater(t, denials, 300, "denials decided")
 }
