@@ -107,6 +107,7 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 		for j := range services {
 			i := (j + r*len(services)/rounds) % len(services)
 			s := services[i]
+			clearOfTheHour(duration)
 			res, err := measure(s, redisAddr, fmt.Sprintf("s%d-r%d", i, r), duration, callers, values, descriptors)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
@@ -116,6 +117,18 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 	}
 	report(services, results, limit*values)
 	return nil
+}
+
+// clearOfTheHour waits, when a measurement of d starting now would span
+// the top of an hour, until that has passed: the rules' windows are an
+// hour's, fixed windows turn there, and a round that spans the turn admits
+// more than limit*values from every service (10,312 in one run).
+func clearOfTheHour(d time.Duration) {
+	now := time.Now()
+	turn := now.Truncate(time.Hour).Add(time.Hour)
+	if now.Add(d + 2*time.Second).After(turn) {
+		time.Sleep(time.Until(turn) + time.Second)
+	}
 }
 
 // differential builds the services (peer and ours, when given, are
