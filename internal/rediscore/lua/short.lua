@@ -6,12 +6,13 @@
 -- unit (short_denied); a take that may admit reads the log and writes it
 -- whole: TIME, GETRANGE, GET, SET, where the sorted set and its meta
 -- (sliding.lua) take four to six commands; and its bytes are 8 a unit,
--- where a sorted set past 128 entries leaves its compact encoding. Copying the string costs
--- what the sorted set's commands save up to a couple of hundred units, so
--- a longer log keeps the sorted set (docs/figures.md). A key moves to the
--- other form, every entry in the window kept, when a rule of the other form
--- first decides it (a live change of the limit across short_log); to a
--- short log only once it holds at most short_log units.
+-- where a sorted set past 128 entries leaves its compact encoding.
+-- Copying the string costs what the sorted set's commands save up to a
+-- couple of hundred units, so a longer log keeps the sorted set
+-- (docs/figures.md). A key moves to the other form, every entry in the
+-- window kept, when a rule of the other form first decides it (a live
+-- change of the limit across short_log); to a short log only once it holds
+-- at most short_log units.
 local short_log = SHORT_LOG -- script.ShortLog
 
 -- unit is the time of the i-th unit of the short log v, or nil when the
