@@ -19,6 +19,10 @@ import (
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
+// TestMain stops the package's server (testserver.Get's) when the tests
+// end: without it, every run left a redis-server behind.
+func TestMain(m *testing.M) { testserver.Main(m) }
+
 // Three gateways on one real Redis, one user calling them all at once, the
 // model slow enough that a dozen requests are in flight: the tokens served
 // in the minute stay within the user's budget (the documented bound: a
