@@ -6,16 +6,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/conformance"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
@@ -103,7 +102,8 @@ func shortDenialReads(t *testing.T, addr string, newStore NewStore) {
 			require.NoError(t, err)
 			require.Equal(t, want, out, "a peek of %d, %d over the limit", cost, over)
 		}
-		calls := commandCalls(ctx, t, a)
+		calls, err := serverinfo.CommandCalls(ctx, a)
+		require.NoError(t, err)
 		require.Zero(t, calls["get"], "no GET of the log")
 		require.Equal(t, ranges, calls["getrange"], "%d over the limit: a range a denial, two where the oldest need not leave", over)
 	}
@@ -112,24 +112,6 @@ func shortDenialReads(t *testing.T, addr string, newStore NewStore) {
 	require.NoError(t, err)
 	require.False(t, out.Allowed())
 	check(1)
-}
-
-// commandCalls is how many times the server ran each command since its
-// statistics were reset, by the command's name.
-func commandCalls(ctx context.Context, t *testing.T, a *goredis.Client) map[string]int64 {
-	info, err := a.Info(ctx, "commandstats").Result()
-	require.NoError(t, err)
-	calls := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		n, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		calls[strings.TrimPrefix(name, "cmdstat_")], err = strconv.ParseInt(n, 10, 64)
-		require.NoError(t, err, line)
-	}
-	return calls
 }
 
 // shortAsModel decides random takes, peeks and charges on short logs (5
