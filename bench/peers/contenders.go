@@ -57,13 +57,14 @@ const budget = 10 * time.Second
 // Decision through memory, a copy more).
 //
 //go:noinline
-func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, func(), error)) maker {
+func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, func(), error), opts ...ratelimit.Option) maker {
 	return maker{name: name, open: func(limit int, window time.Duration, ns string) (contender, error) {
 		s, closeStore, err := store()
 		if err != nil {
 			return contender{}, err
 		}
-		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, limit, window), ratelimit.WithPrefix(ns), ratelimit.WithTimeout(budget))
+		opts := append([]ratelimit.Option{ratelimit.WithPrefix(ns), ratelimit.WithTimeout(budget)}, opts...)
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, limit, window), opts...)
 		if err != nil {
 			closeStore()
 			return contender{}, err
@@ -148,7 +149,7 @@ func floor(name, text string, limitless bool) maker {
 	return maker{name: name, peer: true, limitless: limitless, open: func(limit int, window time.Duration, ns string) (contender, error) {
 		c := goredis.NewClient(&goredis.Options{Addr: floorAddr, PoolSize: 64 * runtime.GOMAXPROCS(0), ContextTimeoutEnabled: true})
 		return contender{close: func() { _ = c.Close() }, allow: func(ctx context.Context, key string) (bool, error) {
-			n, err := lua.Run(ctx, c, []string{ns + key}, window.Milliseconds()).Int64()
+			n, err := lua.Run(ctx, c, []string{ns + key}, window.Milliseconds(), limit).Int64()
 			return n <= int64(limit), err
 		}}, nil
 	}}
@@ -207,6 +208,15 @@ func networkMakers(addr string, conns int) []maker {
 			return s, func() { _ = c.Close() }, err
 		}))
 	}
+	// The caller's clock (WithCallerClock) spares each script the server's
+	// TIME: what the default's exactness across instances costs the server.
+	for _, alg := range backend.Algorithms() {
+		ms = append(ms, ours("ratelimit redis caller clock "+alg.String(), alg, func() (backend.Store, func(), error) {
+			c := newGoRedis()
+			s, err := redis.New(c)
+			return s, func() { _ = c.Close() }, err
+		}, ratelimit.WithCallerClock(time.Now)))
+	}
 	for _, alg := range backend.Algorithms() {
 		ms = append(ms, ours("ratelimit valkey "+alg.String(), alg, func() (backend.Store, func(), error) {
 			c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, MaxFlushDelay: 50 * time.Microsecond})
@@ -232,6 +242,7 @@ func networkMakers(addr string, conns int) []maker {
 		}},
 		floor("floor: a script of return 1", "return 1", true),
 		floor("floor: a minimal fixed window (INCR, PEXPIRE)", minimalFixed, false),
+		floor("floor: a fixed window on the server's clock (TIME, GET, SET)", timedFixed, false),
 		sortedSetFloor(),
 		maker{name: "ulule/limiter redis", peer: true, open: func(limit int, window time.Duration, ns string) (contender, error) {
 			c := newGoRedis()

@@ -116,6 +116,25 @@ const minimalFixed = `local c = redis.call('INCR', KEYS[1])
 if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return c`
 
+// timedFixed is the least a fixed window on the server's clock can be: the
+// commands of ours and of redis_rate's GCRA (TIME, GET, and SET on an
+// admission), a state of two doubles, and no other work (no validation of
+// what is stored, no skew, no retention, no reset in the answer). Ours
+// sends the same commands: what it costs the server above this row is its
+// own Lua. ARGV: the window (ms) and the limit.
+const timedFixed = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local window, limit = tonumber(ARGV[1]) * 1000, tonumber(ARGV[2])
+local v = redis.call('GET', KEYS[1])
+local start, count = 0, 0
+if v and #v == 16 then start, count = struct.unpack('<dd', v) end
+local ws = now - math.fmod(now, window)
+if ws > start then start, count = ws, 0 end
+if count >= limit then return limit + 1 end
+count = count + 1
+redis.call('SET', KEYS[1], struct.pack('<dd', start, count), 'PX', tostring(math.floor((start + window - now + 999) / 1000)))
+return count`
+
 // redisRateScript is go-redis/redis_rate's GCRA script (its allowN), read
 // from the module's source in the module cache: the library does not
 // export it, and a copy here would not be the peer's.
