@@ -48,7 +48,7 @@ type conn struct {
 
 // Run implements rediscore.Client: req's FCALL or EVALSHA, with its words and
 // keys in one allocation.
-func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) (reply []int64, err error) {
+func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) (reply string, err error) {
 	k := new(call)
 	keys := lua.AppendKeys(k.keys[:0], req)
 	alg := req.Rule.Algorithm()
@@ -68,14 +68,14 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 	defer cancel()
 	switch {
 	case acked:
-		reply, err = rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
-			return c.acked(ctx, &k.cmd, words, req.Key)
+		reply, err = rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) (string, error) {
+			return runAcked[string](ctx, c, &k.cmd, words, req.Key)
 		})
 	case c.honoursContext || c.pipe != nil: // the hot path: no closure
-		reply, err = c.send(ctx, &k.cmd, words)
+		reply, err = send[string](ctx, c, &k.cmd, words)
 	default:
-		reply, err = rediscore.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
-			return c.send(ctx, &k.cmd, words)
+		reply, err = rediscore.Bounded(ctx, name, false, func(ctx context.Context) (string, error) {
+			return send[string](ctx, c, &k.cmd, words)
 		})
 	}
 	c.failed(err)
@@ -93,14 +93,14 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 		words = append(words, k)
 	}
 	words = append(words, c.args.ForAllOp(reqs, op)...)
-	cmd := new(decision)
+	cmd := new(decisions)
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
 	reply, err := rediscore.Bounded(ctx, name, c.honoursContext || (c.pipe != nil && !acked), func(ctx context.Context) ([]int64, error) {
 		if acked {
-			return c.acked(ctx, cmd, words, reqs[0].Key)
+			return runAcked[[]int64](ctx, c, cmd, words, reqs[0].Key)
 		}
-		return c.send(ctx, cmd, words)
+		return send[[]int64](ctx, c, cmd, words)
 	})
 	c.failed(err)
 	return reply, rediscore.WithContext(ctx, err)
@@ -148,16 +148,46 @@ func (c *conn) capped(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, c.readTimeout)
 }
 
-// decision is the command of a decision (its FCALL, EVALSHA or EVAL), which
+// script is the command of a decision (its FCALL, EVALSHA or EVAL), which
 // go-redis never sends twice: a decision is not idempotent, and go-redis
 // resends a command whose connection broke after it was written (the
 // server may have run it: a failover, a network that drops the reply), so
 // one request would count twice. go-redis still sends it again when it
 // never reached the server (a connection that failed before the write).
-type decision struct{ goredis.IntSliceCmd }
+type script interface {
+	goredis.Cmder
+	// build makes the command of words anew, routed by the first key (the
+	// 4th word) on a cluster client.
+	build(ctx context.Context, words []any)
+}
+
+// replying is a script whose reply is an R.
+type replying[R any] interface {
+	script
+	Val() R
+}
+
+// decision is one request's: its reply is packed (lua.Unpack).
+type decision struct{ goredis.StringCmd }
+
+// decisions is All's: a table of integers (lua.Outcomes).
+type decisions struct{ goredis.IntSliceCmd }
 
 // NoRetry tells go-redis not to resend the command once written.
 func (*decision) NoRetry() bool { return true }
+
+// NoRetry tells go-redis not to resend the command once written.
+func (*decisions) NoRetry() bool { return true }
+
+func (d *decision) build(ctx context.Context, words []any) {
+	d.StringCmd = *goredis.NewStringCmd(ctx, words...)
+	d.SetFirstKeyPos(3)
+}
+
+func (d *decisions) build(ctx context.Context, words []any) {
+	d.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
+	d.SetFirstKeyPos(3)
+}
 
 // call is one decision's FCALL or EVALSHA: the command, its words, and its
 // key, which the words point to. Its room for a second key and a word more
@@ -191,18 +221,17 @@ func noScript(words []any) {
 // send sends words, an FCALL or an EVALSHA, as cmd, routed by the first key
 // (the 4th word). After NOSCRIPT (a restart, a SCRIPT FLUSH) an EVALSHA
 // becomes the EVAL of its script.
-func (c *conn) send(ctx context.Context, cmd *decision, words []any) ([]int64, error) {
-	cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
-	cmd.SetFirstKeyPos(3) // for a cluster client: the first key is the 4th word
+func send[R any, C replying[R]](ctx context.Context, c *conn, cmd C, words []any) (R, error) {
+	cmd.build(ctx, words)
 	done, err := c.process(ctx, cmd)
 	if done && err != nil && words[0] == evalsha && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		noScript(words)
-		cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
-		cmd.SetFirstKeyPos(3)
+		cmd.build(ctx, words)
 		done, err = c.process(ctx, cmd)
 	}
-	if !done {
-		return nil, err
+	if !done { // cmd is not to be read (process)
+		var none R
+		return none, err
 	}
 	return cmd.Val(), err
 }

@@ -64,7 +64,7 @@ func (c *conn) startPipeline(client Client) error {
 // that gave up at its context's end must not read cmd: its batch may still
 // be filling it in. The auto-pipeliner queues a command whatever its
 // context, so a context done already sends nothing.
-func (c *conn) process(ctx context.Context, cmd *decision) (done bool, err error) {
+func (c *conn) process(ctx context.Context, cmd script) (done bool, err error) {
 	if c.pipe == nil {
 		return true, c.client.Process(ctx, cmd)
 	}

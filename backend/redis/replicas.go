@@ -76,16 +76,17 @@ func (c *conn) deleteAcked(ctx context.Context, keys []string, key string) error
 	return c.ackedBy(wait)
 }
 
-// acked runs the script's words as cmd and WAIT in one pipeline on the
+// runAcked runs the script's words as cmd and WAIT in one pipeline on the
 // master of key's slot, and requires the replicas' acknowledgement.
-func (c *conn) acked(ctx context.Context, cmd *decision, words []any, key string) ([]int64, error) {
+func runAcked[R any, C replying[R]](ctx context.Context, c *conn, cmd C, words []any, key string) (R, error) {
+	var none R
 	target, err := c.pipelineFor(ctx, key)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	run := func() (*goredis.Cmd, error) {
 		pipe := target.Pipeline()
-		cmd.IntSliceCmd = *goredis.NewIntSliceCmd(ctx, words...)
+		cmd.build(ctx, words)
 		_ = pipe.Process(ctx, cmd)
 		wait := pipe.Do(ctx, "wait", c.ackReplicas, c.ackTimeout.Milliseconds())
 		_, err := pipe.Exec(ctx)
@@ -97,10 +98,10 @@ func (c *conn) acked(ctx context.Context, cmd *decision, words []any, key string
 		wait, err = run()
 	}
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if err := c.ackedBy(wait); err != nil {
-		return nil, err
+		return none, err
 	}
 	return cmd.Val(), nil
 }

@@ -19,17 +19,18 @@ const all = -1
 
 // call runs script on keys with args by EVALSHA (valkey-go falls
 // back to EVAL on NOSCRIPT), or, for script nil, the FCALL of alg's function
-// (All's for all).
-func (c *conn) call(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+// (All's for all), and returns its reply: packed for one request's, a
+// table for All's.
+func (c *conn) call(ctx context.Context, script *vk.Lua, alg int, keys, args []string) (vk.ValkeyMessage, error) {
 	if script == nil {
 		fn := lua.AllFunction()
 		if alg != all {
 			fn = lua.Function(backend.Algorithm(alg))
 		}
 		cmd := c.client.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-		return c.client.Do(ctx, cmd).AsIntSlice()
+		return c.client.Do(ctx, cmd).ToMessage()
 	}
-	return script.Exec(ctx, c.client, keys, args).AsIntSlice()
+	return script.Exec(ctx, c.client, keys, args).ToMessage()
 }
 
 // LoadLibrary implements rediscore.Client: FUNCTION LOAD on the server that

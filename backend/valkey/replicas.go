@@ -34,7 +34,7 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 
 // execAcked runs the script and WAIT in one round trip to the master of
 // key's slot, and requires the replicas' acknowledgement.
-func (c *conn) execAcked(ctx context.Context, lua *lua.Lua, keys, args []string, key string) ([]int64, error) {
+func (c *conn) execAcked(ctx context.Context, lua *lua.Lua, keys, args []string, key string) (vk.ValkeyMessage, error) {
 	run := func(eval bool) []vk.ValkeyResult {
 		var decide vk.Completed
 		if eval {
@@ -48,9 +48,9 @@ func (c *conn) execAcked(ctx context.Context, lua *lua.Lua, keys, args []string,
 	if err := res[0].Error(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		res = run(true)
 	}
-	reply, err := res[0].AsIntSlice()
+	reply, err := res[0].ToMessage()
 	if err != nil {
-		return nil, err
+		return vk.ValkeyMessage{}, err
 	}
 	return reply, c.ackedBy(res[1])
 }

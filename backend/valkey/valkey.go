@@ -82,17 +82,17 @@ const boundFor = 10 * time.Second
 // execBounded runs the script on a goroutine of its own, returning when ctx
 // is done. It works on copies of keys and args, so that the healthy path's
 // stay on the stack.
-func (c *conn) execBounded(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
+func (c *conn) execBounded(ctx context.Context, script *vk.Lua, alg int, keys, args []string) (vk.ValkeyMessage, error) {
 	keys, args = slices.Clone(keys), slices.Clone(args)
-	return rediscore.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
+	return rediscore.Bounded(ctx, name, false, func(ctx context.Context) (vk.ValkeyMessage, error) {
 		return c.call(ctx, script, alg, keys, args)
 	})
 }
 
 // exec runs script, of alg (-1: All; script nil: alg's function) on
 // keys with args (see call), bounded by the store after a timeout.
-func (c *conn) exec(ctx context.Context, script *vk.Lua, alg int, keys, args []string) ([]int64, error) {
-	var reply []int64
+func (c *conn) exec(ctx context.Context, script *vk.Lua, alg int, keys, args []string) (vk.ValkeyMessage, error) {
+	var reply vk.ValkeyMessage
 	var err error
 	if last := c.lastTimeout.Load(); last == 0 || time.Since(time.Unix(0, last)) >= boundFor {
 		reply, err = c.call(ctx, script, alg, keys, args) // the healthy path: no closure
@@ -139,29 +139,43 @@ func (s *Store) Info() backend.Info {
 }
 
 // Run implements rediscore.Client: req's FCALL or EVALSHA.
-func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) ([]int64, error) {
+func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) (string, error) {
 	alg := req.Rule.Algorithm()
+	var reply vk.ValkeyMessage
+	var err error
 	if acked {
-		return c.execAcked(ctx, lua.For(alg), lua.Keys(req), c.args.For(req, op), req.Key)
+		reply, err = c.execAcked(ctx, lua.For(alg), lua.Keys(req), c.args.For(req, op), req.Key)
+	} else {
+		script := c.ones[alg]
+		if fcall {
+			script = nil
+		}
+		reply, err = c.exec(ctx, script, int(alg), lua.Keys(req), c.args.For(req, op))
 	}
-	script := c.ones[alg]
-	if fcall {
-		script = nil
+	if err != nil {
+		return "", err
 	}
-	return c.exec(ctx, script, int(alg), lua.Keys(req), c.args.For(req, op))
+	return reply.ToString()
 }
 
 // RunAll implements rediscore.Client: the FCALL of All's function, or the
 // EVALSHA of All.
 func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error) {
+	var reply vk.ValkeyMessage
+	var err error
 	if acked {
-		return c.execAcked(ctx, lua.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
+		reply, err = c.execAcked(ctx, lua.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
+	} else {
+		script := c.allLua
+		if fcall {
+			script = nil
+		}
+		reply, err = c.exec(ctx, script, all, keys, c.args.ForAllOp(reqs, op))
 	}
-	script := c.allLua
-	if fcall {
-		script = nil
+	if err != nil {
+		return nil, err
 	}
-	return c.exec(ctx, script, all, keys, c.args.ForAllOp(reqs, op))
+	return reply.AsIntSlice()
 }
 
 // Del implements rediscore.Client: one DEL.

@@ -28,7 +28,8 @@ type Client interface {
 	// Run runs req's script for op: the FCALL of its algorithm's function
 	// when fcall, else its EVALSHA (and EVAL after NOSCRIPT); with acked,
 	// the EVALSHA and WAIT in one round trip to the master of req's key.
-	Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) ([]int64, error)
+	// The reply is packed (lua.Unpack).
+	Run(ctx context.Context, req backend.Request, op lua.Op, fcall, acked bool) (string, error)
 	// RunAll runs All for reqs on keys (KeysAll) for op: the FCALL of
 	// lua.AllFunction when fcall, else All's EVALSHA (and EVAL after
 	// NOSCRIPT); with acked, the EVALSHA and WAIT on the master of
@@ -154,7 +155,7 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	}
 	reply, err := s.run(ctx, req, op)
 	if err == nil {
-		out, err = lua.Outcome(reply)
+		out, err = lua.Unpack(reply)
 	}
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
@@ -175,7 +176,7 @@ func (s *Store) Permit(ctx context.Context, req backend.Request, id int64, op lu
 	req.Admitted = id // the script's ARGV[5]
 	reply, err := s.run(ctx, req, op)
 	if err == nil {
-		out, err = lua.Outcome(reply)
+		out, err = lua.Unpack(reply)
 	}
 	if err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, WithContext(ctx, err))
@@ -184,9 +185,9 @@ func (s *Store) Permit(ctx context.Context, req backend.Request, id int64, op lu
 }
 
 // run runs req's script for op (see script).
-func (s *Store) run(ctx context.Context, req backend.Request, op lua.Op) ([]int64, error) {
+func (s *Store) run(ctx context.Context, req backend.Request, op lua.Op) (string, error) {
 	acked := s.Acked && op != lua.Peek
-	return s.script(ctx, req, acked, func(fcall bool) ([]int64, error) {
+	return script(ctx, s, req, acked, func(fcall bool) (string, error) {
 		return s.Client.Run(ctx, req, op, fcall, acked)
 	})
 }
@@ -195,7 +196,7 @@ func (s *Store) run(ctx context.Context, req backend.Request, op lua.Op) ([]int6
 // server may have functions, loading the library where req's key is
 // decided when it does not have it yet; else, and for a write the replicas
 // acknowledge (acked), as EVALSHA (call(false)).
-func (s *Store) script(ctx context.Context, req backend.Request, acked bool, call func(fcall bool) ([]int64, error)) ([]int64, error) {
+func script[R any](ctx context.Context, s *Store, req backend.Request, acked bool, call func(fcall bool) (R, error)) (R, error) {
 	if acked || s.scripted() {
 		return call(false)
 	}
@@ -208,7 +209,8 @@ func (s *Store) script(ctx context.Context, req backend.Request, acked bool, cal
 		case lerr == nil:
 			reply, err = call(true)
 		case !refused: // no answer: the call fails as any would
-			return nil, lerr
+			var none R
+			return none, lerr
 		}
 	}
 	if !refused && !lua.NoFunctions(err) && !lua.FunctionMissing(err) {
@@ -267,7 +269,7 @@ func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 // into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {
 	acked := s.Acked && op != lua.Peek && op != lua.Look
-	reply, err := s.script(ctx, reqs[0], acked, func(fcall bool) ([]int64, error) {
+	reply, err := script(ctx, s, reqs[0], acked, func(fcall bool) ([]int64, error) {
 		return s.Client.RunAll(ctx, reqs, keys, op, fcall, acked)
 	})
 	if err != nil {

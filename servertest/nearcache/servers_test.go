@@ -165,7 +165,7 @@ func nearCacheDropsOvertakenDenials(t *testing.T, addr string, newStore storetes
 			}
 			require.Equal(t, 1, ca.Len(), "A caches the denial of probe once it hears the channel")
 
-			gate.HoldArrays()
+			gate.HoldDecisions()
 			denied := make(chan error, 1)
 			go func() {
 				d, err := a.Allow(ctx, "user")

@@ -286,11 +286,11 @@ func requireValidState(ctx context.Context, t *testing.T, c *goredis.Client, key
 // evalScript decides req with op through the request's own script, as the
 // stores do.
 func evalScript(ctx context.Context, c *goredis.Client, req backend.Request, op lua.Op) (backend.Outcome, error) {
-	reply, err := eval(ctx, c, lua.For(req.Rule.Algorithm()), lua.Keys(req), toAny(lua.Args(req, op))).Int64Slice()
+	reply, err := eval(ctx, c, lua.For(req.Rule.Algorithm()), lua.Keys(req), toAny(lua.Args(req, op))).Text()
 	if err != nil {
 		return backend.Outcome{}, err
 	}
-	return lua.Outcome(reply)
+	return lua.Unpack(reply)
 }
 
 // eval runs script by EVALSHA, or EVAL when the server does not have it

@@ -277,7 +277,7 @@ func NotRetriedOnABrokenConnection(t *testing.T, kind testserver.Kind, newStore 
 	_, err := l.Peek(ctx, "warm") // connected, script loaded
 	require.NoError(t, err)
 
-	gate.HoldArrays()
+	gate.HoldDecisions()
 	done := make(chan error, 1)
 	go func() {
 		_, err := l.Allow(ctx, "user")

@@ -75,7 +75,7 @@ func (g *Gate) replies(client, server net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			g.pass(buf[0] == '*')
+			g.pass(buf[0] == '$' || buf[0] == '*')
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -87,14 +87,14 @@ func (g *Gate) replies(client, server net.Conn) {
 }
 
 // pass returns once the gate is open, saying it waits while it is not;
-// a reply that is no array passes.
-func (g *Gate) pass(array bool) {
+// a reply that is no decision's passes.
+func (g *Gate) pass(decision bool) {
 	g.mu.Lock()
 	open, waiting := g.open, g.waiting
 	select {
 	case <-open:
 	default:
-		if !array {
+		if !decision {
 			g.mu.Unlock()
 			return
 		}
@@ -108,13 +108,14 @@ func (g *Gate) pass(array bool) {
 	<-open
 }
 
-// HoldArrays holds, from now until Release, every reply that is an array
-// (a script's decision) and what follows it on its connection; the rest
-// passes: a new connection's handshake, a client's keep-alive PING, an
-// error. A test that waits for a decision's reply must not be told of
+// HoldDecisions holds, from now until Release, every reply that is a
+// decision's (a bulk string: one request's, packed; an array: several's)
+// and what follows it on its connection; the rest passes: a new
+// connection's handshake (a map), a client's keep-alive PING, an error, a
+// push. A test that waits for a decision's reply must not be told of
 // those (valkey-go opens a connection and pings on its own). The reply's
 // kind is read from the first byte one read returns.
-func (g *Gate) HoldArrays() {
+func (g *Gate) HoldDecisions() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	select {
@@ -124,7 +125,8 @@ func (g *Gate) HoldArrays() {
 	}
 }
 
-// Waiting is closed once a reply waits at the gate held by the last HoldArrays.
+// Waiting is closed once a reply waits at the gate held by the last
+// HoldDecisions.
 func (g *Gate) Waiting() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -67,20 +67,22 @@ var bodies = [...]string{
 // a function's work as the server does (bench/peers).
 func FunctionParts(alg backend.Algorithm) (top, body string) { return libraryTop, bodies[alg] }
 
+// packing is the text after a body's decide_one in the library: the
+// function registered, which packs its answer (common.lua's packed). The
+// library and it are made once, at load.
+const packing = "return function(KEYS, ARGV) return packed(decide_one(KEYS, ARGV)) end\nend)())\n"
+
 func init() {
-	h := sha1.Sum([]byte(libraryTop + strings.Join(bodies[:], "") + decide))
+	h := sha1.Sum([]byte(libraryTop + strings.Join(bodies[:], "") + decide + packing))
 	LibraryName = "ratelimit_" + hex.EncodeToString(h[:6])
 	var lib strings.Builder
 	lib.WriteString("#!lua name=" + LibraryName + "\n" + libraryTop)
-	register := func(name, body string) {
-		lib.WriteString("redis.register_function('" + name + "', function(KEYS, ARGV)\n" + body + "end)\n")
-	}
 	for alg, b := range bodies {
 		functions[alg] = LibraryName + "_" + algorithmArgs[alg]
-		register(functions[alg], b)
+		lib.WriteString("redis.register_function('" + functions[alg] + "', (function()\n" + decideOne(b) + packing)
 	}
 	allFunction = LibraryName + "_all"
-	register(allFunction, decide)
+	lib.WriteString("redis.register_function('" + allFunction + "', function(KEYS, ARGV)\n" + decide + "end)\n")
 	Library = lib.String()
 }
 

@@ -81,11 +81,11 @@ var (
 	// the script's own body: a call creates no closure (the server's time
 	// per decision: docs/figures.md).
 	ones = [...]*Lua{
-		backend.SlidingWindow:        newLua(prelude + sliding + one + slidingBody),
-		backend.FixedWindow:          newLua(prelude + one + fixedBody),
-		backend.SlidingWindowCounter: newLua(prelude + one + counterBody),
-		backend.GCRA:                 newLua(prelude + one + gcraBody),
-		backend.InFlight:             newLua(prelude + one + inflightBody),
+		backend.SlidingWindow:        newLua(prelude + sliding + oneScript(one+slidingBody)),
+		backend.FixedWindow:          newLua(prelude + oneScript(one+fixedBody)),
+		backend.SlidingWindowCounter: newLua(prelude + oneScript(one+counterBody)),
+		backend.GCRA:                 newLua(prelude + oneScript(one+gcraBody)),
+		backend.InFlight:             newLua(prelude + oneScript(one+inflightBody)),
 	}
 
 	byName = func() map[string]string {
@@ -96,6 +96,20 @@ var (
 		return m
 	}()
 )
+
+// decideOne is the function decide_one of one request, whose text is one.lua
+// and its algorithm's body: it answers a table, which the caller packs
+// (common.lua's packed; Unpack reads it).
+func decideOne(text string) string {
+	return "local function decide_one(KEYS, ARGV)\n" + text + "end\n"
+}
+
+// oneScript is the script of one request after its helpers: decide_one
+// (a closure a call, as a script's whole text runs on every call), its
+// answer packed.
+func oneScript(text string) string {
+	return decideOne(text) + "return packed(decide_one(KEYS, ARGV))\n"
+}
 
 // function wraps the body of an algorithm (its file) in a function of the
 // variables one.lua gives a body: made on every call of All, once when the

@@ -12,7 +12,8 @@
 --       admission it gives back (for a permit, its id); for 'charge',
 --       'refund' and 'undo', ARGV[6] the news to publish
 -- Returns allowed (0 | 1; 2 for a refused refund), count, reset_at (µs),
---       retry_after (µs), now (µs)
+--       retry_after (µs), now (µs): a table, which the call answers packed
+--       (common.lua's packed: this text is decide_one's body, lua.go)
 local ka, kb, op, now, cost = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local retain, p1, p2, p3, box_len = struct.unpack('<ddddd', ARGV[4])
 local at = tonumber(ARGV[5])
