@@ -98,7 +98,7 @@ end
 -- little-endian doubles in one string (exact: every one is an integer
 -- below 2^53). A table costs the server more to answer with: before its
 -- items it looks it up for the fields of an error, of a status and of
--- RESP3's types (docs/figures.md, "The answer").
+-- RESP3's types (docs/figures.md, "The server's clock and the answer").
 local function packed(r) return struct.pack('<ddddd', r[1], r[2], r[3], r[4], r[5]) end
 
 local ttl_texts, ttl_count = {}, 0

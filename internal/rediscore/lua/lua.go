@@ -77,9 +77,11 @@ var (
 
 	// ones are the scripts of one request (Take, Peek, Refund), by
 	// algorithm: the server runs a script's whole text on every call, so
-	// each holds its algorithm's only, and but for the sliding log's, as
-	// the script's own body: a call creates no closure (the server's time
-	// per decision: docs/figures.md).
+	// each holds its algorithm's only, and but for the sliding log's
+	// helpers, one closure a call: decide_one, whose answer the script
+	// packs. These run where the library cannot (before Redis 7, a
+	// refused library, a write the replicas acknowledge); the library's
+	// functions make theirs at load.
 	ones = [...]*Lua{
 		backend.SlidingWindow:        newLua(prelude + sliding + oneScript(one+slidingBody)),
 		backend.FixedWindow:          newLua(prelude + oneScript(one+fixedBody)),
