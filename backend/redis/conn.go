@@ -63,7 +63,13 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 			words = append(words, &keys[i]) // a pointer in an interface: none
 		}
 	}
+	// The request's time goes as a pointer into k, which boxes it without
+	// an allocation (AppendFor would box the number: one).
+	k.now, req.Now = req.Now, 0
 	words = c.args.AppendFor(words, req, op)
+	if k.now != 0 {
+		words[3+len(keys)+lua.NowArg] = &k.now
+	}
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
 	switch {
@@ -197,6 +203,7 @@ type call struct {
 	cmd   decision
 	words [3 + 2 + lua.MaxArgs]any
 	keys  [2]string
+	now   int64 // the request's time: its word points here
 }
 
 // The words of an EVALSHA (the script of each algorithm, and the one of
@@ -234,4 +241,16 @@ func send[R any, C replying[R]](ctx context.Context, c *conn, cmd C, words []any
 		return none, err
 	}
 	return cmd.Val(), err
+}
+
+// Time implements rediscore.Client: TIME, on any node of a cluster or a
+// ring.
+func (c *conn) Time(ctx context.Context) (time.Time, error) {
+	ctx, cancel := c.capped(ctx)
+	defer cancel()
+	return rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) (time.Time, error) {
+		cmd := goredis.NewTimeCmd(ctx, "time")
+		_ = c.client.Process(ctx, cmd)
+		return cmd.Result()
+	})
 }

@@ -191,3 +191,17 @@ func (c *conn) Del(ctx context.Context, keys []string, key string, acked bool) e
 
 // core is the Redis-protocol engine, embedded: its methods are Store's.
 type core = rediscore.Store
+
+// Time implements rediscore.Client: TIME, on any node of a cluster.
+func (c *conn) Time(ctx context.Context) (time.Time, error) {
+	return rediscore.Bounded(ctx, name, c.lastTimeout.Load() == 0, func(ctx context.Context) (time.Time, error) {
+		words, err := c.client.Do(ctx, c.client.B().Time().Build()).AsIntSlice()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(words) != 2 {
+			return time.Time{}, fmt.Errorf("TIME answered %d numbers, not 2: %w", len(words), backend.ErrStore)
+		}
+		return time.Unix(words[0], words[1]*1000), nil
+	})
+}

@@ -5,6 +5,7 @@
 //   - store.go: the store's flow whatever the client (Store, Client);
 //   - apart.go: several requests on keys of several shards (TakeAll);
 //   - changes.go: the channel of changes a near cache listens to;
+//   - clock.go: the server's clock, estimated;
 //   - replicas.go: the replicas' acknowledgement (WAIT);
 //   - call.go: guards on a client's call (context, panic, a client that
 //     does not watch its context).
@@ -44,6 +45,9 @@ type Client interface {
 	// Publish sends payload on Channel; a failure is not reported (see
 	// Store.changed).
 	Publish(ctx context.Context, payload string)
+	// Time reads the server's clock (TIME): for a cluster or a ring, any
+	// node's.
+	Time(ctx context.Context) (time.Time, error)
 }
 
 // Store is the part of a Redis-protocol store that is the same whatever
@@ -69,6 +73,8 @@ type Store struct {
 	// back within a second or two.
 	scriptsUntil atomic.Int64
 	retryIn      atomic.Int64
+	// clock is the server's clock as estimated (clock.go).
+	clock serverClock
 }
 
 // The waits before trying FCALL again after a refusal: the first, and the
@@ -152,6 +158,9 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	}
 	if err := validate(); err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	if alg := req.Rule.Algorithm(); req.Now == 0 && alg != backend.SlidingWindow && alg != backend.InFlight {
+		req.Now = s.clock.now(s.Client) // 0: the script reads TIME
 	}
 	reply, err := s.run(ctx, req, op)
 	if err == nil {

@@ -40,6 +40,7 @@ func Run(t *testing.T, kind testserver.Kind, addr string, newStore NewStore) {
 	t.Run("bad input stores nothing on the server", func(t *testing.T) { badInput(t, addr, newStore) })
 	t.Run("a flood of denied requests keeps limit entries", func(t *testing.T) { flood(t, addr, newStore) })
 	t.Run("instances with skewed clocks share one limit on the server clock", func(t *testing.T) { clockSkew(t, addr, newStore) })
+	t.Run("the server's clock, estimated, spares the scripts their TIME", func(t *testing.T) { estimatedClock(t, addr, newStore) })
 	t.Run("a longer window within the retention finds the history the old TTL would have dropped", func(t *testing.T) { history(t, addr, newStore) })
 	t.Run("the largest decision keeps the server answering others", func(t *testing.T) { largestDecision(t, addr, newStore) })
 	ScriptsEnd(t, kind, newStore)

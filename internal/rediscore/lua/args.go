@@ -131,7 +131,10 @@ func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
 var algorithmArgs = [...]string{backend.SlidingWindow: "sw", backend.FixedWindow: "fw",
 	backend.SlidingWindowCounter: "swc", backend.GCRA: "gcra", backend.InFlight: "p"}
 
-// appendArgs appends op, now and cost.
+// NowArg is where a request's time is among the arguments For makes.
+const NowArg = 1
+
+// appendArgs appends op, now and cost (now at NowArg).
 func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op) []T {
 	now := c.serverClock
 	if req.Now != 0 {

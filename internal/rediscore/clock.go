@@ -1,0 +1,122 @@
+package rediscore
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// The server's clock, estimated.
+//
+// On the store's clock (no Request.Now), a decision is made at the
+// server's time, so that app instances whose clocks disagree share one
+// timeline per key. A script that reads TIME pays for it on every call:
+// about 0.8 µs of the server's time, a fifth of a fixed window's
+// (docs/figures.md, "The server's clock, estimated"). So the store reads
+// TIME itself about once a second, on a call of its own, and sends each
+// decision of a fixed window, a counter or GCRA the server's time as that
+// reading and the process's monotonic clock place it:
+//
+//	server now ≈ reading + (monotonic now - monotonic midpoint of the reading)
+//
+// A reading that took rtt from send to reply places the server's time
+// within rtt/2 of the midpoint; one slower than maxReadingRTT is not
+// used, so an estimate is within maxReadingRTT/2 of the server's clock,
+// plus the two clocks' drift since (NTP keeps it under 0.5 ms a second).
+// That is the uncertainty a caller has anyway of when a script it sends
+// reads TIME: somewhere within its own call's round trip. Instances whose
+// estimates differ by so little share one timeline per key by the rules
+// of backend.MaxSkew (a key's time never goes back). The process's own
+// wall clock plays no part: a skewed or stepped machine clock changes
+// nothing.
+//
+// With no estimate (the first decisions of a store, or no reading used
+// for estimateLife: TIME refused, the server too slow to answer), the
+// scripts read TIME as before. The sliding log reads it in its script
+// whatever: it dates its keys' expiry by the server's clock (sliding.lua),
+// which an estimate is too loose for. So do permits and a TakeAll of
+// several requests (one TIME for them all).
+const (
+	// readEvery is how often the store reads the server's clock.
+	readEvery = time.Second
+	// maxReadingRTT is the slowest reading used: the bound of an
+	// estimate's error is half of it.
+	maxReadingRTT = 10 * time.Millisecond
+	// estimateLife is how long a reading is used when the next ones fail
+	// or are too slow.
+	estimateLife = 10 * time.Second
+	// readTimeout bounds a reading.
+	readTimeout = time.Second
+)
+
+// EstimateError bounds how far an estimate is from the server's clock when
+// it is made, but for the clocks' drift since the reading.
+const EstimateError = maxReadingRTT / 2
+
+// clockBase is the origin of the monotonic clock the estimates count on.
+var clockBase = time.Now()
+
+// monotonic is the time since clockBase (µs), from the process's monotonic
+// clock; at least 1, so that 0 means never.
+func monotonic() int64 { return int64(time.Since(clockBase)/time.Microsecond) + 1 }
+
+// timeReader reads the server's clock: Client's Time.
+type timeReader interface {
+	Time(ctx context.Context) (time.Time, error)
+}
+
+// serverClock estimates the server's clock (see above); its zero value has
+// no estimate. Safe for concurrent use.
+type serverClock struct {
+	// offset is the server's time less monotonic (µs) at the last reading
+	// used, at (monotonic); at is 0 before one.
+	offset, at atomic.Int64
+	// tried is when (monotonic) the last reading began; reading says one
+	// is in flight.
+	tried   atomic.Int64
+	reading atomic.Bool
+}
+
+// now returns the server's time (µs since the epoch) as estimated, or 0
+// when there is no fresh estimate: the script then reads TIME. It starts a
+// reading (server's Time, in the background) when the last began readEvery ago.
+func (c *serverClock) now(server timeReader) int64 {
+	local := monotonic()
+	if tried := c.tried.Load(); (tried == 0 || local-tried >= readEvery.Microseconds()) && c.reading.CompareAndSwap(false, true) {
+		c.tried.Store(local)
+		go c.calibrate(server)
+	}
+	at := c.at.Load()
+	if at == 0 || local-at > estimateLife.Microseconds() {
+		return 0
+	}
+	now := local + c.offset.Load()
+	if now < backend.MinMicros || now > backend.MaxMicros { // a server's clock no store decides at
+		return 0
+	}
+	return now
+}
+
+// calibrate takes a reading of the server's clock, and uses it if it came
+// back within maxReadingRTT. A panic of the client's is a failed reading:
+// it runs on a goroutine of its own, where one would end the process.
+func (c *serverClock) calibrate(server timeReader) {
+	defer c.reading.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	sent := monotonic()
+	var t time.Time
+	var err error
+	func() {
+		defer Recover("", &err)
+		t, err = server.Time(ctx)
+	}()
+	got := monotonic()
+	if err != nil || got-sent > maxReadingRTT.Microseconds() {
+		return
+	}
+	c.offset.Store(t.UnixMicro() - (sent+got)/2)
+	c.at.Store(got)
+}

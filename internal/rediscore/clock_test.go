@@ -1,0 +1,103 @@
+package rediscore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These check the estimator's rules with a reading function standing in for
+// TIME; servertest's storetest checks the estimate against real servers.
+
+// readFunc is a timeReader.
+type readFunc func(context.Context) (time.Time, error)
+
+func (f readFunc) Time(ctx context.Context) (time.Time, error) { return f(ctx) }
+
+// calibrated returns c once a reading by read has been used.
+func calibrated(t *testing.T, c *serverClock, read readFunc) {
+	t.Helper()
+	require.Zero(t, c.now(read), "no estimate before the first reading: the script reads TIME")
+	require.Eventually(t, func() bool { return c.at.Load() != 0 }, 5*time.Second, time.Millisecond)
+}
+
+func TestServerClockFollowsTheServerNotTheProcess(t *testing.T) {
+	// A server whose clock is 5s ahead of this process's wall clock: the
+	// estimate is the server's time, within half the reading's round trip.
+	const ahead = 5 * time.Second
+	var took atomic.Int64
+	read := readFunc(func(context.Context) (time.Time, error) { return time.Now().Add(ahead), nil })
+	timed := readFunc(func(ctx context.Context) (time.Time, error) {
+		began := time.Now()
+		defer func() { took.Store(int64(time.Since(began))) }()
+		return read(ctx)
+	})
+	var c serverClock
+	calibrated(t, &c, timed)
+	before := time.Now().Add(ahead).UnixMicro()
+	got := c.now(timed)
+	after := time.Now().Add(ahead).UnixMicro()
+	// The reading's midpoint is off by at most half its round trip, which
+	// was under maxReadingRTT or it would not have been used.
+	slack := (maxReadingRTT / 2).Microseconds()
+	require.GreaterOrEqual(t, got, before-slack)
+	require.LessOrEqual(t, got, after+slack)
+	require.Less(t, time.Duration(took.Load()), maxReadingRTT)
+}
+
+func TestServerClockReadsOnceAMoment(t *testing.T) {
+	var reads atomic.Int64
+	read := readFunc(func(context.Context) (time.Time, error) { reads.Add(1); return time.Now(), nil })
+	began := time.Now()
+	var c serverClock
+	calibrated(t, &c, read)
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				require.NotZero(t, c.now(read))
+			}
+		}()
+	}
+	wg.Wait()
+	// 16,000 estimates: the first reading, then at most one a readEvery.
+	require.LessOrEqual(t, reads.Load(), int64(2+time.Since(began)/readEvery))
+}
+
+func TestServerClockDoesNotUseABadReading(t *testing.T) {
+	cases := map[string]readFunc{
+		"an error": func(context.Context) (time.Time, error) { return time.Time{}, errors.New("NOPERM TIME") },
+		"a panic":  func(context.Context) (time.Time, error) { panic("a client's bug") },
+		"a reading slower than maxReadingRTT": func(context.Context) (time.Time, error) {
+			time.Sleep(2 * maxReadingRTT)
+			return time.Now(), nil
+		},
+		"a time no store decides at": func(context.Context) (time.Time, error) { return time.Unix(-3600, 0), nil },
+	}
+	for name, read := range cases {
+		t.Run(name, func(t *testing.T) {
+			var c serverClock
+			require.Zero(t, c.now(read))
+			require.Eventually(t, func() bool { return !c.reading.Load() }, 5*time.Second, time.Millisecond)
+			require.Zero(t, c.now(read), "the script reads TIME")
+		})
+	}
+}
+
+func TestServerClockEstimateExpires(t *testing.T) {
+	good := readFunc(func(context.Context) (time.Time, error) { return time.Now(), nil })
+	failing := readFunc(func(context.Context) (time.Time, error) { return time.Time{}, errors.New("down") })
+	var c serverClock
+	calibrated(t, &c, good)
+	require.NotZero(t, c.now(failing), "a reading that fails leaves the estimate while it is fresh")
+	// The last good reading, estimateLife ago, with every one since failing.
+	c.at.Store(monotonic() - estimateLife.Microseconds() - 1)
+	require.Zero(t, c.now(failing), "an estimate older than estimateLife is not used")
+}
