@@ -30,7 +30,9 @@ import (
 // estimates differ by so little share one timeline per key by the rules
 // of backend.MaxSkew (a key's time never goes back). The process's own
 // wall clock plays no part: a skewed or stepped machine clock changes
-// nothing.
+// nothing. On a cluster or a ring a reading is any node's: nodes whose
+// clocks differ by less than backend.MaxSkew share one timeline per key as
+// instances do.
 //
 // With no estimate (the first decisions of a store, or no reading used
 // for estimateLife: TIME refused, the server too slow to answer), the
@@ -41,6 +43,10 @@ import (
 const (
 	// readEvery is how often the store reads the server's clock.
 	readEvery = time.Second
+	// readAgain is how soon a reading too slow to use is taken again: a
+	// busy moment says nothing of the next reading, and an estimate missed
+	// for readEvery costs every call in it a TIME.
+	readAgain = 10 * time.Millisecond
 	// maxReadingRTT is the slowest reading used: the bound of an
 	// estimate's error is half of it.
 	maxReadingRTT = 10 * time.Millisecond
@@ -73,19 +79,20 @@ type serverClock struct {
 	// offset is the server's time less monotonic (µs) at the last reading
 	// used, at (monotonic); at is 0 before one.
 	offset, at atomic.Int64
-	// tried is when (monotonic) the last reading began; reading says one
-	// is in flight.
-	tried   atomic.Int64
+	// next is when (monotonic) the next reading may begin; reading says
+	// one is in flight.
+	next    atomic.Int64
 	reading atomic.Bool
 }
 
 // now returns the server's time (µs since the epoch) as estimated, or 0
 // when there is no fresh estimate: the script then reads TIME. It starts a
-// reading (server's Time, in the background) when the last began readEvery ago.
+// reading (server's Time, in the background) when one is due: readEvery
+// after the last began, or readAgain after one too slow to use.
 func (c *serverClock) now(server timeReader) int64 {
 	local := monotonic()
-	if tried := c.tried.Load(); (tried == 0 || local-tried >= readEvery.Microseconds()) && c.reading.CompareAndSwap(false, true) {
-		c.tried.Store(local)
+	if local >= c.next.Load() && c.reading.CompareAndSwap(false, true) {
+		c.next.Store(local + readEvery.Microseconds())
 		go c.calibrate(server)
 	}
 	at := c.at.Load()
@@ -100,7 +107,7 @@ func (c *serverClock) now(server timeReader) int64 {
 }
 
 // calibrate takes a reading of the server's clock, and uses it if it came
-// back within maxReadingRTT. A panic of the client's is a failed reading:
+// back within maxReadingRTT (else takes another soon: readAgain). A panic of the client's is a failed reading:
 // it runs on a goroutine of its own, where one would end the process.
 func (c *serverClock) calibrate(server timeReader) {
 	defer c.reading.Store(false)
@@ -114,7 +121,11 @@ func (c *serverClock) calibrate(server timeReader) {
 		t, err = server.Time(ctx)
 	}()
 	got := monotonic()
-	if err != nil || got-sent > maxReadingRTT.Microseconds() {
+	if err != nil {
+		return
+	}
+	if got-sent > maxReadingRTT.Microseconds() {
+		c.next.Store(got + readAgain.Microseconds())
 		return
 	}
 	c.offset.Store(t.UnixMicro() - (sent+got)/2)

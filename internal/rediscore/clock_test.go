@@ -91,6 +91,32 @@ func TestServerClockDoesNotUseABadReading(t *testing.T) {
 	}
 }
 
+func TestServerClockReadsAgainSoonAfterASlowReading(t *testing.T) {
+	// The first reading is too slow to use; the next is taken readAgain
+	// after it ends, not readEvery after it began.
+	var reads atomic.Int64
+	var began [2]atomic.Int64 // when each reading began (monotonic)
+	read := readFunc(func(context.Context) (time.Time, error) {
+		n := reads.Add(1)
+		if n <= 2 {
+			began[n-1].Store(monotonic())
+		}
+		if n == 1 {
+			time.Sleep(2 * maxReadingRTT)
+		}
+		return time.Now(), nil
+	})
+	var c serverClock
+	for c.now(read) == 0 {
+		time.Sleep(time.Millisecond)
+		require.Less(t, reads.Load(), int64(3), "the second reading, fast, gives the estimate")
+	}
+	require.Equal(t, int64(2), reads.Load())
+	apart := time.Duration(began[1].Load()-began[0].Load()) * time.Microsecond
+	require.Less(t, apart, readEvery, "the second reading began %v after the first", apart)
+	require.GreaterOrEqual(t, apart, 2*maxReadingRTT+readAgain, "not before the first ended, and readAgain after")
+}
+
 func TestServerClockEstimateExpires(t *testing.T) {
 	good := readFunc(func(context.Context) (time.Time, error) { return time.Now(), nil })
 	failing := readFunc(func(context.Context) (time.Time, error) { return time.Time{}, errors.New("down") })
