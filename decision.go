@@ -36,7 +36,8 @@ type Decision struct {
 	// until the bucket has drained enough.
 	RetryAfter time.Duration
 	// At is the time the decision was made at, on the clock that made it:
-	// the store's (a server's TIME), or the caller's with WithCallerClock.
+	// the store's (a server's TIME, or its time as the store estimates it
+	// from TIME), or the caller's with WithCallerClock.
 	// An admitted request is recorded at At. ResetAt is on the same clock.
 	At time.Time
 	// Source says what made the decision: the store (the zero value), or

@@ -48,8 +48,9 @@
 // # Time
 //
 // Stores keep time in microseconds. By default a store uses its own clock
-// (the server's clock on Redis and Valkey, so instances with skewed clocks
-// agree on one window); [WithCallerClock] makes the [Limiter] send its own
+// (the server's clock on Redis and Valkey, read by the store once a second
+// and estimated between, so instances with skewed clocks agree on one
+// window); [WithCallerClock] makes the [Limiter] send its own
 // time instead. A key's time never goes back: a request whose time is behind
 // the key's (the time its state was last decided at) by up to
 // backend.MaxSkew (10 s) is decided at the key's time, so callers whose

@@ -2,7 +2,8 @@
 // github.com/valkey-io/valkey-go.
 //
 // It runs the same Lua scripts as the Redis backend, with the same key names
-// and the same server clock, so a key written through one backend reads the
+// and the same server clock (read about once a second and estimated between:
+// see the Redis backend's Clock), so a key written through one backend reads the
 // same through the other. Each decision is one FCALL of the function of
 // its algorithm (the store loads the library on the first "Function not
 // found"), or on a server without functions (or whose ACL forbids them)
