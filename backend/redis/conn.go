@@ -90,7 +90,7 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 
 // RunAll implements rediscore.Client: the FCALL of All's function, or the
 // EVALSHA of All.
-func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error) {
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, now int64, fcall, acked bool) ([]int64, error) {
 	words := append(make([]any, 0, 3+len(keys)+len(reqs)*lua.ArgsPerRequest), evalsha, allSHA, len(keys))
 	if fcall {
 		words[0], words[1] = fcallWord, allFunction
@@ -98,7 +98,7 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 	for _, k := range keys {
 		words = append(words, k)
 	}
-	words = append(words, c.args.ForAllOp(reqs, op)...)
+	words = append(words, c.args.ForAllAt(reqs, op, now)...)
 	cmd := new(decisions)
 	ctx, cancel := c.capped(ctx)
 	defer cancel()

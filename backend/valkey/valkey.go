@@ -161,17 +161,17 @@ func (c *conn) Run(ctx context.Context, req backend.Request, op lua.Op, fcall, a
 
 // RunAll implements rediscore.Client: the FCALL of All's function, or the
 // EVALSHA of All.
-func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error) {
+func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, now int64, fcall, acked bool) ([]int64, error) {
 	var reply vk.ValkeyMessage
 	var err error
 	if acked {
-		reply, err = c.execAcked(ctx, lua.All, keys, c.args.ForAllOp(reqs, op), reqs[0].Key)
+		reply, err = c.execAcked(ctx, lua.All, keys, c.args.ForAllAt(reqs, op, now), reqs[0].Key)
 	} else {
 		script := c.allLua
 		if fcall {
 			script = nil
 		}
-		reply, err = c.exec(ctx, script, all, keys, c.args.ForAllOp(reqs, op))
+		reply, err = c.exec(ctx, script, all, keys, c.args.ForAllAt(reqs, op, now))
 	}
 	if err != nil {
 		return nil, err

@@ -38,8 +38,9 @@ import (
 // for estimateLife: TIME refused, the server too slow to answer), the
 // scripts read TIME as before. The sliding log reads it in its script
 // whatever: it dates its keys' expiry by the server's clock (sliding.lua),
-// which an estimate is too loose for. So do permits and a TakeAll of
-// several requests (one TIME for them all).
+// which an estimate is too loose for, and so do permits (lua.ReadsTime).
+// A TakeAll of several requests sends the estimate with those of the
+// others, in one script.
 const (
 	// readEvery is how often the store reads the server's clock.
 	readEvery = time.Second

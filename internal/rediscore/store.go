@@ -35,7 +35,9 @@ type Client interface {
 	// lua.AllFunction when fcall, else All's EVALSHA (and EVAL after
 	// NOSCRIPT); with acked, the EVALSHA and WAIT on the master of
 	// reqs[0]'s key.
-	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, fcall, acked bool) ([]int64, error)
+	// Requests on the store's clock whose scripts need not read TIME are
+	// decided at now when it is not 0 (lua's ForAllAt).
+	RunAll(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, now int64, fcall, acked bool) ([]int64, error)
 	// LoadLibrary loads Library on the server that decides req's key. A
 	// library already there is loaded; refused says the server answered
 	// with a refusal, as opposed to not answering.
@@ -159,7 +161,7 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 	if err := validate(); err != nil {
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
 	}
-	if alg := req.Rule.Algorithm(); req.Now == 0 && alg != backend.SlidingWindow && alg != backend.InFlight {
+	if req.Now == 0 && !lua.ReadsTime(req.Rule.Algorithm()) {
 		req.Now = s.clock.now(s.Client) // 0: the script reads TIME
 	}
 	reply, err := s.run(ctx, req, op)
@@ -278,8 +280,9 @@ func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 // into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {
 	acked := s.Acked && op != lua.Peek && op != lua.Look
+	now := s.clock.now(s.Client) // 0: the script reads TIME
 	reply, err := script(ctx, s, reqs[0], acked, func(fcall bool) ([]int64, error) {
-		return s.Client.RunAll(ctx, reqs, keys, op, fcall, acked)
+		return s.Client.RunAll(ctx, reqs, keys, op, now, fcall, acked)
 	})
 	if err != nil {
 		return err

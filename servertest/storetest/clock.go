@@ -19,7 +19,8 @@ import (
 // Decision's At lies within the estimate's bound of the server's TIME read
 // just before and just after it, and once the store has an estimate, a
 // batch of decisions costs the server a TIME or two (the store's readings),
-// not one each. The sliding log's script still reads TIME on every call.
+// not one each, alone or several in one script (a Multi). The sliding
+// log's script still reads TIME on every call.
 func estimatedClock(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	admin := Admin(t, addr)
@@ -31,9 +32,9 @@ func estimatedClock(t *testing.T, addr string, newStore NewStore) {
 	// The clocks' drift between a reading and its use, under a second:
 	// NTP holds it under 0.5 ms; a millisecond of room.
 	bound := (rediscore.EstimateError + time.Millisecond).Microseconds()
+	const batch = 50
 	for _, alg := range []backend.Algorithm{backend.FixedWindow, backend.SlidingWindowCounter, backend.GCRA} {
 		l := Limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 1_000_000, time.Hour), Prefix())
-		const batch = 50
 		var spent int64 // TIMEs in the last batch
 		// A busy machine may answer a reading too slowly to be used: the
 		// scripts then read TIME, and a later batch finds the estimate.
@@ -60,11 +61,55 @@ func estimatedClock(t *testing.T, addr string, newStore NewStore) {
 			require.LessOrEqual(t, d.At.UnixMicro(), after.UnixMicro()+bound, "%v: decided at the server's time, as estimated", alg)
 		}
 	}
-	l := Limiter(t, newStore(t, addr), ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), Prefix())
-	before := times()
-	for i := 0; i < 20; i++ {
-		_, err := l.Allow(ctx, "user")
+	// TakeAll of several (a Multi on one store): one script, which reads
+	// TIME only for a sliding log among them.
+	store := newStore(t, addr)
+	pre := Prefix()
+	fixed := Limiter(t, store, ratelimit.NewPolicy(backend.FixedWindow, 1_000_000, time.Hour), pre+"f:")
+	gcra := Limiter(t, store, ratelimit.NewPolicy(backend.GCRA, 1_000_000, time.Hour), pre+"g:")
+	sliding := Limiter(t, store, ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), pre+"s:")
+	multi := func(ls ...*ratelimit.Limiter) func() (time.Time, error) {
+		m, err := ratelimit.NewMulti(ls...)
 		require.NoError(t, err)
+		keys := make([]string, len(ls))
+		for i := range keys {
+			keys[i] = "user"
+		}
+		return func() (time.Time, error) {
+			d, err := m.Allow(ctx, keys...)
+			return d.At, err
+		}
 	}
-	require.GreaterOrEqual(t, times()-before, int64(20), "the sliding log's script reads TIME on every call")
+	o1, withLog := multi(fixed, gcra), multi(fixed, sliding)
+	var spent int64
+	for try := 0; try < 100; try++ {
+		before := times()
+		for i := 0; i < batch; i++ {
+			_, err := o1()
+			require.NoError(t, err)
+		}
+		if spent = times() - before; spent <= 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.LessOrEqual(t, spent, int64(2), "a Multi of a fixed window and GCRA: %d decisions, %d TIMEs", batch, spent)
+	for _, decide := range []func() (time.Time, error){o1, withLog} {
+		before, err := admin.Time(ctx).Result()
+		require.NoError(t, err)
+		at, err := decide()
+		require.NoError(t, err)
+		after, err := admin.Time(ctx).Result()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, at.UnixMicro(), before.UnixMicro()-bound)
+		require.LessOrEqual(t, at.UnixMicro(), after.UnixMicro()+bound)
+	}
+	for _, decide := range []func() (time.Time, error){multi(sliding), withLog} {
+		before := times()
+		for i := 0; i < 20; i++ {
+			_, err := decide()
+			require.NoError(t, err)
+		}
+		require.GreaterOrEqual(t, times()-before, int64(20), "the sliding log's script reads TIME on every call")
+	}
 }

@@ -118,13 +118,34 @@ func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T { return c.ForAllOp(req
 // ForAllOp returns the arguments of several requests decided together with
 // op: Take (TakeAll), Peek (every one peeked, nothing written but the
 // boxes of the denied) or Look (every one peeked, nothing written).
-func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T {
+func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T { return c.ForAllAt(reqs, op, 0) }
+
+// ForAllAt is ForAllOp, with the requests on the store's clock (no Now)
+// whose scripts need not read TIME (ReadsTime) decided at now instead,
+// when it is not 0: the server's time as the store estimates it.
+func (c *ArgCache[T]) ForAllAt(reqs []backend.Request, op Op, now int64) []T {
 	args := make([]T, 0, ArgsPerRequest*len(reqs))
+	estimate := c.serverClock
+	if now != 0 {
+		estimate = c.format(now) // once for every request
+	}
 	for _, req := range reqs {
 		ra := c.ruleArgs(req.Rule)
-		args = append(c.appendArgs(append(args, ra.alg), req, op), ra.rule)
+		at := c.serverClock
+		if !ReadsTime(req.Rule.Algorithm()) {
+			at = estimate
+		}
+		args = append(c.appendArgsAt(append(args, ra.alg), req, op, at), ra.rule)
 	}
 	return args
+}
+
+// ReadsTime says whether alg's script reads the server's TIME itself on the
+// store's clock, rather than take the store's estimate of it: the sliding
+// log dates its keys' expiry by the server's clock (sliding.lua), and
+// permits their leases.
+func ReadsTime(alg backend.Algorithm) bool {
+	return alg == backend.SlidingWindow || alg == backend.InFlight
 }
 
 // algorithmArgs are the names of the algorithms in All.
@@ -136,11 +157,16 @@ const NowArg = 1
 
 // appendArgs appends op, now and cost (now at NowArg).
 func (c *ArgCache[T]) appendArgs(args []T, req backend.Request, op Op) []T {
-	now := c.serverClock
+	return c.appendArgsAt(args, req, op, c.serverClock)
+}
+
+// appendArgsAt is appendArgs, with at the time of a request on the store's
+// clock (no Now): the empty string (the script reads TIME), or an estimate.
+func (c *ArgCache[T]) appendArgsAt(args []T, req backend.Request, op Op, at T) []T {
 	if req.Now != 0 {
-		now = c.format(req.Now)
+		at = c.format(req.Now)
 	}
-	return append(args, c.ops[op], now, c.format(req.Cost))
+	return append(args, c.ops[op], at, c.format(req.Cost))
 }
 
 // ruleArgs are rule's arguments, made once per rule and kept with it.
