@@ -25,6 +25,12 @@ import (
 // within rtt/2 of the midpoint; one slower than maxReadingRTT is not
 // used, so an estimate is within maxReadingRTT/2 of the server's clock,
 // plus the two clocks' drift since (NTP keeps it under 0.5 ms a second).
+// Of the readings, the estimate keeps the one with the shortest round
+// trip (as NTP's clock filter does) for up to keepBest, then the best
+// since: a reading taken at a busy moment does not move it, and it moves
+// by at most a good reading's round trip, less than a decision's own. So
+// a caller who waits a denial's RetryAfter is not denied again for the
+// estimate having stepped back.
 // That is the uncertainty a caller has anyway of when a script it sends
 // reads TIME: somewhere within its own call's round trip. Instances whose
 // estimates differ by so little share one timeline per key by the rules
@@ -56,6 +62,9 @@ const (
 	estimateLife = 10 * time.Second
 	// readTimeout bounds a reading.
 	readTimeout = time.Second
+	// keepBest is how long the reading with the shortest round trip is
+	// kept when no reading as short comes.
+	keepBest = 5 * time.Second
 )
 
 // EstimateError bounds how far an estimate is from the server's clock when
@@ -77,13 +86,42 @@ type timeReader interface {
 // serverClock estimates the server's clock (see above); its zero value has
 // no estimate. Safe for concurrent use.
 type serverClock struct {
-	// offset is the server's time less monotonic (µs) at the last reading
-	// used, at (monotonic); at is 0 before one.
+	// offset is the server's time less monotonic (µs), as the reading in
+	// use says; at is when (monotonic) the last usable reading came back,
+	// 0 before one.
 	offset, at atomic.Int64
-	// next is when (monotonic) the next reading may begin; reading says
+	// in is the reading in use, and since the best taken after it (ok:
+	// there is one): only calibrate uses them, one reading at a time.
+	in, since reading
+	// next is when (monotonic) the next reading may begin; busy says
 	// one is in flight.
-	next    atomic.Int64
-	reading atomic.Bool
+	next atomic.Int64
+	busy atomic.Bool
+}
+
+// reading is what one reading of the server's clock said: offset (see
+// serverClock), its round trip and when it came back (µs).
+type reading struct {
+	offset, rtt, at int64
+	ok              bool
+}
+
+// use takes r, a usable reading, into the estimate (see keepBest).
+func (c *serverClock) use(r reading) {
+	latest := r.at
+	switch {
+	case !c.in.ok || r.rtt <= c.in.rtt:
+		c.in, c.since = r, reading{}
+	case r.at-c.in.at >= keepBest.Microseconds():
+		if c.since.ok && c.since.rtt < r.rtt {
+			r = c.since
+		}
+		c.in, c.since = r, reading{}
+	case !c.since.ok || r.rtt < c.since.rtt:
+		c.since = r
+	}
+	c.offset.Store(c.in.offset)
+	c.at.Store(latest)
 }
 
 // now returns the server's time (µs since the epoch) as estimated, or 0
@@ -92,7 +130,7 @@ type serverClock struct {
 // after the last began, or readAgain after one too slow to use.
 func (c *serverClock) now(server timeReader) int64 {
 	local := monotonic()
-	if local >= c.next.Load() && c.reading.CompareAndSwap(false, true) {
+	if local >= c.next.Load() && c.busy.CompareAndSwap(false, true) {
 		c.next.Store(local + readEvery.Microseconds())
 		go c.calibrate(server)
 	}
@@ -108,10 +146,11 @@ func (c *serverClock) now(server timeReader) int64 {
 }
 
 // calibrate takes a reading of the server's clock, and uses it if it came
-// back within maxReadingRTT (else takes another soon: readAgain). A panic of the client's is a failed reading:
-// it runs on a goroutine of its own, where one would end the process.
+// back within maxReadingRTT (else takes another soon: readAgain). A panic
+// of the client's is a failed reading: it runs on a goroutine of its own,
+// where one would end the process.
 func (c *serverClock) calibrate(server timeReader) {
-	defer c.reading.Store(false)
+	defer c.busy.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
 	sent := monotonic()
@@ -129,6 +168,5 @@ func (c *serverClock) calibrate(server timeReader) {
 		c.next.Store(got + readAgain.Microseconds())
 		return
 	}
-	c.offset.Store(t.UnixMicro() - (sent+got)/2)
-	c.at.Store(got)
+	c.use(reading{offset: t.UnixMicro() - (sent+got)/2, rtt: got - sent, at: got, ok: true})
 }

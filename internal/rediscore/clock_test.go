@@ -85,7 +85,7 @@ func TestServerClockDoesNotUseABadReading(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var c serverClock
 			require.Zero(t, c.now(read))
-			require.Eventually(t, func() bool { return !c.reading.Load() }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return !c.busy.Load() }, 5*time.Second, time.Millisecond)
 			require.Zero(t, c.now(read), "the script reads TIME")
 		})
 	}
@@ -115,6 +115,28 @@ func TestServerClockReadsAgainSoonAfterASlowReading(t *testing.T) {
 	apart := time.Duration(began[1].Load()-began[0].Load()) * time.Microsecond
 	require.Less(t, apart, readEvery, "the second reading began %v after the first", apart)
 	require.GreaterOrEqual(t, apart, 2*maxReadingRTT+readAgain, "not before the first ended, and readAgain after")
+}
+
+func TestServerClockKeepsTheShortestReading(t *testing.T) {
+	var c serverClock
+	keep := keepBest.Microseconds()
+	c.use(reading{offset: 1000, rtt: 200, at: 10, ok: true})
+	c.use(reading{offset: 5000, rtt: 8000, at: 20, ok: true}) // a busy moment
+	require.Equal(t, int64(1000), c.offset.Load(), "a reading with a longer round trip does not move the estimate")
+	require.Equal(t, int64(20), c.at.Load(), "but it says the server answers")
+	c.use(reading{offset: 1100, rtt: 100, at: 30, ok: true})
+	require.Equal(t, int64(1100), c.offset.Load(), "a shorter round trip replaces it")
+	c.use(reading{offset: 1400, rtt: 400, at: 40, ok: true})
+	c.use(reading{offset: 1300, rtt: 300, at: 50, ok: true})
+	c.use(reading{offset: 1500, rtt: 500, at: 30 + keep - 1, ok: true})
+	require.Equal(t, int64(1100), c.offset.Load(), "kept for keepBest")
+	c.use(reading{offset: 1600, rtt: 600, at: 30 + keep, ok: true})
+	require.Equal(t, int64(1300), c.offset.Load(), "then the shortest since replaces it")
+	require.Equal(t, 30+keep, c.at.Load())
+	c.use(reading{offset: 1700, rtt: 700, at: 50 + keep - 1, ok: true})
+	require.Equal(t, int64(1300), c.offset.Load(), "kept for keepBest from its own reading")
+	c.use(reading{offset: 1800, rtt: 800, at: 50 + keep, ok: true})
+	require.Equal(t, int64(1700), c.offset.Load(), "the shortest since, however long")
 }
 
 func TestServerClockEstimateExpires(t *testing.T) {
