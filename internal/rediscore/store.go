@@ -280,7 +280,13 @@ func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 // into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {
 	acked := s.Acked && op != lua.Peek && op != lua.Look
-	now := s.clock.now(s.Client) // 0: the script reads TIME
+	var now int64 // 0: the script reads TIME
+	for _, req := range reqs {
+		if req.Now == 0 && !lua.ReadsTime(req.Rule.Algorithm()) { // one takes the estimate
+			now = s.clock.now(s.Client)
+			break
+		}
+	}
 	reply, err := script(ctx, s, reqs[0], acked, func(fcall bool) ([]int64, error) {
 		return s.Client.RunAll(ctx, reqs, keys, op, now, fcall, acked)
 	})

@@ -112,4 +112,16 @@ func estimatedClock(t *testing.T, addr string, newStore NewStore) {
 		}
 		require.GreaterOrEqual(t, times()-before, int64(20), "the sliding log's script reads TIME on every call")
 	}
+	// A store whose decisions all read TIME in their scripts (a Multi of
+	// sliding logs) reads no clock of its own: exactly one TIME a call.
+	logs := newStore(t, addr)
+	pre = Prefix()
+	twoLogs := multi(Limiter(t, logs, ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), pre+"a:"),
+		Limiter(t, logs, ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), pre+"b:"))
+	before := times()
+	for i := 0; i < 20; i++ {
+		_, err := twoLogs()
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(20), times()-before, "a Multi of sliding logs: one TIME a call, in its script, and no reading")
 }
