@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync"
@@ -75,7 +76,7 @@ func (g *Gate) replies(client, server net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			g.pass(buf[0] == '$' || buf[0] == '*')
+			g.pass(decisionReply(buf[:n]))
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -84,6 +85,21 @@ func (g *Gate) replies(client, server net.Conn) {
 			return
 		}
 	}
+}
+
+// decisionReply says whether reply, as one read returned it, is a
+// decision's: a bulk string (one request's, packed) or an array of
+// integers (several's). A store's reading of the server's clock answers an
+// array of bulk strings (TIME), which is no decision's.
+func decisionReply(reply []byte) bool {
+	if reply[0] == '$' {
+		return true
+	}
+	if reply[0] != '*' {
+		return false
+	}
+	i := bytes.IndexByte(reply, '\n')
+	return i < 0 || i+1 >= len(reply) || reply[i+1] == ':' // a reply cut short: taken as one
 }
 
 // pass returns once the gate is open, saying it waits while it is not;
@@ -109,8 +125,8 @@ func (g *Gate) pass(decision bool) {
 }
 
 // HoldDecisions holds, from now until Release, every reply that is a
-// decision's (a bulk string: one request's, packed; an array: several's)
-// and what follows it on its connection; the rest passes: a new
+// decision's (decisionReply) and what follows it on its connection; the
+// rest passes: a store's reading of the server's clock, a new
 // connection's handshake (a map), a client's keep-alive PING, an error, a
 // push. A test that waits for a decision's reply must not be told of
 // those (valkey-go opens a connection and pings on its own). The reply's
