@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
@@ -51,6 +52,82 @@ func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	}
 	for name, part := range parted {
 		t.Run("a stale log "+name, func(t *testing.T) { staleParted(t, addr, newStore, part) })
+	}
+	t.Run("a log of one entry: the entry re-timed", func(t *testing.T) { staleOneEntry(t, addr, newStore) })
+}
+
+// staleOneEntry: a take of one unit on a log whose one entry (of one unit)
+// has left the window re-times that entry, one ZADD with no prune; and any
+// take on a sorted set is typed by its first command on the log, with no
+// TYPE. Parted from its meta (the entry lost, or under another member), the
+// log still answers exactly.
+func staleOneEntry(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	c := &clockAt{time.Now()}
+	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
+	a := Admin(t, addr)
+	keys := keysOf(t, pre, "k", l.Policy())
+	take := func(wait time.Duration, remaining int) {
+		t.Helper()
+		c.now = c.now.Add(wait)
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		require.Equal(t, remaining, d.Remaining)
+	}
+	take(0, 199)
+	require.NoError(t, a.ConfigResetStat(ctx).Err())
+	for range 10 {
+		take(2*time.Minute, 199)
+		e := a.ZRangeWithScores(ctx, keys[0], 0, -1).Val()
+		require.Len(t, e, 1, "one entry")
+		require.EqualValues(t, c.now.UnixMicro(), e[0].Score, "the entry is the take's")
+	}
+	for i := range 20 { // takes in the window
+		take(time.Millisecond, 198-i)
+	}
+	calls, err := serverinfo.CommandCalls(ctx, a)
+	require.NoError(t, err)
+	require.EqualValues(t, 30, calls["zadd"], "a ZADD a take")
+	require.Zero(t, calls["zremrangebyscore"], "no prune: the stale entry was re-timed, and none left the window after")
+	require.Zero(t, calls["type"], "no TYPE: a take's first command on the log types it")
+
+	// Two entries, the older out of the window: the take prunes it, and
+	// the one left (the newer) is the oldest, read from the meta.
+	c.now = c.now.Add(2 * time.Minute)
+	take(0, 199)
+	c.now = c.now.Add(30 * time.Second)
+	newer := c.now
+	take(0, 198)
+	require.NoError(t, a.ConfigResetStat(ctx).Err())
+	c.now = c.now.Add(45 * time.Second)
+	d, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, 198, d.Remaining, "the newer and this take")
+	require.Equal(t, newer.Add(time.Minute).UnixMicro(), d.ResetAt.UnixMicro(), "the window resets as the newer leaves")
+	calls, err = serverinfo.CommandCalls(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{calls["zremrangebyscore"], calls["zrange"]}, "one prune, no read of the oldest left")
+
+	for name, part := range map[string]func(log string) error{
+		"lost": func(log string) error { return a.Del(ctx, log).Err() },
+		"under another member": func(log string) error {
+			return a.Eval(ctx, "local e = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES') redis.call('DEL', KEYS[1]) "+
+				"return redis.call('ZADD', KEYS[1], e[2], 'x')", []string{log}).Err()
+		},
+	} {
+		ks := keysOf(t, pre, name, l.Policy())
+		c.now = c.now.Add(2 * time.Minute)
+		d, err := l.Allow(ctx, name)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		require.NoError(t, part(ks[0]), name)
+		c.now = c.now.Add(2 * time.Minute)
+		d, err = l.Allow(ctx, name)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		require.Equal(t, 199, d.Remaining, "the entry %s: the take counts its own", name)
+		require.Equal(t, 199, admitAll(t, l, c, name, 1, time.Millisecond), "the entry %s: the limit's rest", name)
 	}
 }
 

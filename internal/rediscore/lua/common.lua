@@ -75,6 +75,21 @@ local function wrong_type(reply)
   return true
 end
 
+-- caught_wrong_type says whether e, an error a Lua pcall caught, is a key
+-- of another type's; any other is raised again. Redis 7 and Valkey hand a
+-- pcall the server's error as its text (older servers as {err = text}): an
+-- error of the server's (a code in capitals first: READONLY, OOM) is
+-- raised again as the server's, so that the client reads its code; a
+-- script's own error as it came.
+local function caught_wrong_type(e)
+  if type(e) == 'table' and e.err then e = e.err end
+  if type(e) == 'string' then
+    if string.find(e, 'WRONGTYPE', 1, true) == 1 then return true end
+    if string.find(e, '^%u+ ') then error({err = e}) end
+  end
+  error(e, 0)
+end
+
 -- Numbers go to the server in the form it turns into text fastest. Redis
 -- before 7.2 formats a Lua number with %.17g, 0.2-0.3 µs of its time a
 -- number (glibc's exact printing of a double), where string.format('%d')

@@ -304,9 +304,16 @@ end
 local function sliding(log, meta, op, now, cost, retain, limit, window, own_clock, at)
   if limit > short_log then -- the sorted set's: its TYPE, where a GET of it would be an error
     local v = redis.pcall('GET', meta)
-    if op == 'take' then -- a take on a stale log needs no TYPE: its first command tells it
+    if op == 'take' then -- a take needs no TYPE: its first command on the log tells it
       local r = take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
       if r then return r end
+      -- decide_log's take writes nothing before its first command on the
+      -- log, which raises WRONGTYPE for a short log (or another type):
+      -- caught, and decided again once the log is typed
+      local ok
+      ok, r = pcall(decide_log, log, meta, op, now, cost, retain, limit, window, own_clock, at, v)
+      if ok then return r end
+      caught_wrong_type(r)
     end
     local t = redis.call('TYPE', log).ok
     if t == 'string' then

@@ -40,7 +40,8 @@ end
 -- member still in use. The caller passes held >= the entries of log, so
 -- span > held and a free id is found within span tries: the loop is bounded
 -- whatever the stored data. It returns the new n and the entry's member;
--- nil when log is of another type (take_stale's first command).
+-- nil and the error when log is of another type (a take's first command
+-- on the log may be this one: sliding types the log then).
 local function add_entry(log, score, cost, held, n)
   local span = math.max(4096, 2 * held)
   for _ = 1, span do
@@ -48,7 +49,7 @@ local function add_entry(log, score, cost, held, n)
     local member = num(n)
     if cost > 1 then member = member .. ':' .. cost end
     local added = redis.pcall('ZADD', log, 'NX', num(score), member)
-    if wrong_type(added) then return nil end
+    if wrong_type(added) then return nil, added end
     if added == 1 then return n, member end
   end
   error('ratelimit: no free member in the log ' .. log .. ': its state is corrupt')
@@ -129,20 +130,32 @@ local decide_log
 -- one on a stale log, or the log is not a sorted set (sliding types it).
 -- A prune that removes another number of entries than the meta counts
 -- means the two parted: the entry is taken out again, the meta dropped,
--- and the take decided on the meta rebuilt from the log.
+-- and the take decided on the meta rebuilt from the log. A log of one
+-- entry of one unit (a key idle for a window, the commonest stale log),
+-- taken for one unit, has that entry re-timed to now instead (ZADD XX CH
+-- of the member last added, n's: one command where adding and pruning are
+-- two), its count trusted as a take's is (decide_log); when the member is
+-- not there, it is added and pruned as any.
 local function take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
   -- the newest entry's time first: most takes are on a log with one in the
   -- window, and decide_log reads the whole meta again (0.3 µs a call)
   if type(v) ~= 'string' or #v ~= 48 or not (struct.unpack('<d', v, 17) <= now - window) then return nil end
   local seq, extra, newest, oldest, expires, entries = read_meta(v)
   if not seq or newest < 0 or newest > now - window or entries <= 0 or cost > limit then return nil end
-  local member
-  seq, member = add_entry(log, now, cost, max_log + 1, seq) -- a log of ours holds at most max_log + 1 entries
-  if not seq then return nil end -- not a sorted set: sliding types the log
-  if redis.call('ZREMRANGEBYSCORE', log, '-inf', num(now - window)) ~= entries then
-    redis.call('ZREM', log, member)
-    redis.call('DEL', meta)
-    return decide_log(log, meta, 'take', now, cost, retain, limit, window, own_clock, at, false)
+  local moved = 0
+  if entries == 1 and extra == 0 and cost == 1 then
+    moved = redis.pcall('ZADD', log, 'XX', 'CH', num(now), num(seq))
+    if wrong_type(moved) then return nil end -- not a sorted set: sliding types the log
+  end
+  if moved ~= 1 then
+    local member
+    seq, member = add_entry(log, now, cost, max_log + 1, seq) -- a log of ours holds at most max_log + 1 entries
+    if not seq then return nil end -- not a sorted set: sliding types the log
+    if redis.call('ZREMRANGEBYSCORE', log, '-inf', num(now - window)) ~= entries then
+      redis.call('ZREM', log, member)
+      redis.call('DEL', meta)
+      return decide_log(log, meta, 'take', now, cost, retain, limit, window, own_clock, at, false)
+    end
   end
   local ttl_ms, now_ms = log_ttl(window, retain), math.floor(now / 1000)
   if own_clock and expires >= 0 and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
@@ -174,6 +187,10 @@ end
 -- it is missing or none of ours, and when a take the meta's count would
 -- deny finds the log holding another number of entries; no meta's count
 -- is trusted past that denial.
+--
+-- A take writes nothing before its first command on the log, so that it
+-- may run on a log of unknown type (sliding saves its TYPE so): a key of
+-- another type raises WRONGTYPE there, having changed nothing.
 function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, at, v)
   local wall = now -- the clock's own time: the TTLs' (now may become the key's)
   if v == nil then v = redis.pcall('GET', meta) end
@@ -212,7 +229,11 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
           entries, counted = redis.call('ZCARD', log), true
         end
         oldest = nil
-        if entries > 0 then oldest = tonumber(redis.call('ZRANGE', log, '0', '0', 'WITHSCORES')[2]) end
+        if entries == 1 and newest and newest > cutoff then
+          oldest = newest -- the one entry left is the newest
+        elseif entries > 0 then
+          oldest = tonumber(redis.call('ZRANGE', log, '0', '0', 'WITHSCORES')[2])
+        end
         pruned = true
       elseif not entries then
         entries, counted = redis.call('ZCARD', log), true
@@ -375,7 +396,9 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
     end
   elseif op == 'take' then
     local empty = count == 0 -- every entry holds a unit at least: the log is gone
-    seq = add_entry(log, now, cost, limit, seq)
+    local err
+    seq, err = add_entry(log, now, cost, limit, seq)
+    if not seq then error(err) end -- nothing written yet: sliding types the log
     if cost > 1 then extra = extra + cost - 1 end
     count = count + cost
     if empty then oldest = now end
