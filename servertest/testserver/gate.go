@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -87,19 +89,65 @@ func (g *Gate) replies(client, server net.Conn) {
 	}
 }
 
-// decisionReply says whether reply, as one read returned it, is a
+// decisionReply says whether replies, as one read returned them, hold a
 // decision's: a bulk string (one request's, packed) or an array of
 // integers (several's). A store's reading of the server's clock answers an
-// array of bulk strings (TIME), which is no decision's.
-func decisionReply(reply []byte) bool {
-	if reply[0] == '$' {
-		return true
+// array of bulk strings (TIME), which is no decision's, and a client that
+// pipelines (valkey-go) may have it read with a decision's, either first.
+// A reply cut short at the read's end is taken as a decision's by its
+// start.
+func decisionReply(replies []byte) bool {
+	for i := 0; i < len(replies); {
+		switch replies[i] {
+		case '$':
+			return true
+		case '*':
+			line := bytes.IndexByte(replies[i:], '\n')
+			if line < 0 || i+line+1 >= len(replies) || replies[i+line+1] == ':' {
+				return true
+			}
+		}
+		next, ok := skipReply(replies, i)
+		if !ok {
+			return false
+		}
+		i = next
 	}
-	if reply[0] != '*' {
-		return false
+	return false
+}
+
+// skipReply returns where the RESP reply at b[i:] ends, or false when b
+// ends first or holds no reply there.
+func skipReply(b []byte, i int) (int, bool) {
+	line := bytes.IndexByte(b[i:], '\n')
+	if line < 1 {
+		return 0, false
 	}
-	i := bytes.IndexByte(reply, '\n')
-	return i < 0 || i+1 >= len(reply) || reply[i+1] == ':' // a reply cut short: taken as one
+	end := i + line + 1
+	n, err := strconv.Atoi(strings.TrimSpace(string(b[i+1 : end])))
+	switch b[i] {
+	case '$', '=', '!': // bulk: its length, then the bytes and CRLF
+		if err != nil || n < 0 {
+			return end, err == nil
+		}
+		return end + n + 2, end+n+2 <= len(b)
+	case '*', '~', '>', '%', '|': // aggregates: n elements (pairs for maps)
+		if err != nil || n < 0 {
+			return end, err == nil
+		}
+		if b[i] == '%' || b[i] == '|' {
+			n *= 2
+		}
+		for ; n > 0; n-- {
+			var ok bool
+			if end, ok = skipReply(b, end); !ok {
+				return 0, false
+			}
+		}
+		return end, true
+	default: // a line: status, error, integer, null, double, boolean, big number
+		return end, true
+	}
 }
 
 // pass returns once the gate is open, saying it waits while it is not;
