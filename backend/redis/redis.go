@@ -38,11 +38,10 @@
 //
 // By default a decision is made at the server's time, so app instances
 // whose clocks disagree still share one window: the store reads TIME about
-// once a second and sends a fixed window's, a counter's or GCRA's decision
-// the server's time as that reading and the process's monotonic clock place
-// it (within 5 ms), sparing each script a TIME; the sliding log's script
-// reads TIME itself, as does every script until the first reading (see
-// rediscore's clock.go). ratelimit.WithCallerClock sends the client's time
+// once a second and sends each decision the server's time as that reading
+// and the process's monotonic clock place it (within 5 ms), sparing each
+// script a TIME; a permit's script reads TIME itself, as does every script
+// until the first reading (see rediscore's clock.go). ratelimit.WithCallerClock sends the client's time
 // instead: deterministic (tests), but then the instances' clocks must agree,
 // or the window of each is shifted by its skew.
 package redis

@@ -16,8 +16,8 @@ import (
 // about 0.8 µs of the server's time, a fifth of a fixed window's
 // (docs/figures.md, "The server's clock, estimated"). So the store reads
 // TIME itself about once a second, on a call of its own, and sends each
-// decision of a fixed window, a counter or GCRA the server's time as that
-// reading and the process's monotonic clock place it:
+// decision the server's time as that reading and the process's monotonic
+// clock place it:
 //
 //	server now ≈ reading + (monotonic now - monotonic midpoint of the reading)
 //
@@ -42,11 +42,11 @@ import (
 //
 // With no estimate (the first decisions of a store, or no reading used
 // for estimateLife: TIME refused, the server too slow to answer), the
-// scripts read TIME as before. The sliding log reads it in its script
-// whatever: it dates its keys' expiry by the server's clock (sliding.lua),
-// which an estimate is too loose for, and so do permits (lua.ReadsTime).
-// A TakeAll of several requests sends the estimate with those of the
-// others, in one script.
+// scripts read TIME as before. The sliding log dates its keys' expiry by
+// the server's clock, allowing for an estimate's error (lua.EstimateMargin);
+// permits read TIME in their script whatever (lua.ReadsTime). The estimate
+// goes as a negative time (lua.Estimated), which the scripts tell from a
+// caller's. A TakeAll of several requests sends it once, in one script.
 const (
 	// readEvery is how often the store reads the server's clock.
 	readEvery = time.Second

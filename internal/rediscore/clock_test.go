@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 )
 
 // These check the estimator's rules with a reading function standing in for
@@ -148,4 +151,14 @@ func TestServerClockEstimateExpires(t *testing.T) {
 	// The last good reading, estimateLife ago, with every one since failing.
 	c.at.Store(monotonic() - estimateLife.Microseconds() - 1)
 	require.Zero(t, c.now(failing), "an estimate older than estimateLife is not used")
+}
+
+func TestEstimateMarginCoversTheEstimate(t *testing.T) {
+	// The sliding log's scripts allow lua.EstimateMargin for an estimate's
+	// error: the bound at a reading, and a drift of 0.5 ms a second (what
+	// NTP keeps clocks under) for as long as a reading is used.
+	drift := estimateLife / 2000
+	require.GreaterOrEqual(t, lua.EstimateMargin, EstimateError+drift)
+	require.Less(t, lua.EstimateMargin, backend.KeepSlack/10, "a margin the TTL's slack hardly feels")
+	require.Equal(t, int64(-5), lua.Estimated(5), "an estimate goes negative, a caller's time positive")
 }

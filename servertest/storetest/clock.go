@@ -2,25 +2,30 @@ package storetest
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/internal/rediscore"
+	"github.com/ratelimit-go/ratelimit/internal/rediscore/lua"
 	"github.com/ratelimit-go/ratelimit/servertest/serverinfo"
 )
 
-// estimatedClock: on the store's clock, a fixed window, a counter and GCRA
-// decide at the server's time as the store estimates it from its own
-// readings of TIME (rediscore's clock.go), not by a TIME in every script. A
-// Decision's At lies within the estimate's bound of the server's TIME read
-// just before and just after it, and once the store has an estimate, a
-// batch of decisions costs the server a TIME or two (the store's readings),
-// not one each, alone or several in one script (a Multi). The sliding
-// log's script still reads TIME on every call.
+// estimatedClock: on the store's clock, every algorithm decides at the
+// server's time as the store estimates it from its own readings of TIME
+// (rediscore's clock.go), not by a TIME in every script. A Decision's At
+// lies within the estimate's bound of the server's TIME read just before
+// and just after it, and once the store has an estimate, a batch of
+// decisions costs the server a TIME or two (the store's readings), not one
+// each, alone or several in one script (a Multi). Permits still read TIME
+// in their script on every call, and a store that only acquires them
+// takes no readings of its own.
 func estimatedClock(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
 	admin := Admin(t, addr)
@@ -79,29 +84,73 @@ func estimatedClock(t *testing.T, addr string, newStore NewStore) {
 			return d.At, err
 		}
 	}
-	for _, alg := range []backend.Algorithm{backend.FixedWindow, backend.SlidingWindowCounter, backend.GCRA} {
-		l := Limiter(t, newStore(t, addr), ratelimit.NewPolicy(alg, 1_000_000, time.Hour), Prefix())
-		estimated(alg.String(), func() (time.Time, error) {
+	// Sliding logs of both forms: a short one (a string) and a sorted set.
+	policies := []ratelimit.Policy{ratelimit.NewPolicy(backend.FixedWindow, 1_000_000, time.Hour),
+		ratelimit.NewPolicy(backend.SlidingWindowCounter, 1_000_000, time.Hour), ratelimit.NewPolicy(backend.GCRA, 1_000_000, time.Hour),
+		ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), ratelimit.NewPolicy(backend.SlidingWindow, 10, time.Millisecond)}
+	for _, p := range policies {
+		l := Limiter(t, newStore(t, addr), p, Prefix())
+		estimated(p.String(), func() (time.Time, error) {
 			d, err := l.Allow(ctx, "user")
 			return d.At, err
 		})
 	}
-	// TakeAll of several (a Multi on one store): one script, which reads
-	// TIME only for a sliding log among them.
+	// TakeAll of several (a Multi on one store): one script, one estimate.
 	store := newStore(t, addr)
 	pre := Prefix()
 	fixed := Limiter(t, store, ratelimit.NewPolicy(backend.FixedWindow, 1_000_000, time.Hour), pre+"f:")
 	gcra := Limiter(t, store, ratelimit.NewPolicy(backend.GCRA, 1_000_000, time.Hour), pre+"g:")
 	sliding := Limiter(t, store, ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), pre+"s:")
 	estimated("a Multi of a fixed window and GCRA", multi(fixed, gcra))
-	for _, decide := range []func() (time.Time, error){multi(sliding), multi(fixed, sliding)} {
-		require.GreaterOrEqual(t, spent(decide, 20), int64(20), "the sliding log's script reads TIME on every call")
+	estimated("a Multi of a fixed window and a sliding log", multi(fixed, sliding))
+	// A store that only acquires permits, whose script reads TIME, reads no
+	// clock of its own: exactly one TIME a call.
+	permits := Limiter(t, newStore(t, addr), ratelimit.Concurrency(100, time.Hour), Prefix())
+	var held []*ratelimit.Permit
+	require.Equal(t, int64(20), spent(func() (time.Time, error) {
+		p, d, err := permits.Acquire(ctx, "user")
+		held = append(held, p)
+		return d.At, err
+	}, 20), "permits: one TIME a call, in their script, and no reading")
+	for _, p := range held {
+		require.NoError(t, p.Release(ctx))
 	}
-	// A store whose decisions all read TIME in their scripts (a Multi of
-	// sliding logs) reads no clock of its own: exactly one TIME a call.
-	logs := newStore(t, addr)
-	pre = Prefix()
-	twoLogs := multi(Limiter(t, logs, ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), pre+"a:"),
-		Limiter(t, logs, ratelimit.NewPolicy(backend.SlidingWindow, 1000, time.Hour), pre+"b:"))
-	require.Equal(t, int64(20), spent(twoLogs, 20), "a Multi of sliding logs: one TIME a call, in its script, and no reading")
+	estimatedExpiry(t, admin)
+}
+
+// estimatedExpiry: a sliding log decided at an estimate of the server's
+// time (a negative now: lua.Estimated) dates its keys' expiry by it, less
+// lua.EstimateMargin, and renews them once they would not outlive the
+// window by that margin, so that an estimate off by its bound never lets
+// the keys expire while an entry counts. The times are the test's own: a
+// script reads no clock of the machine's when given one.
+func estimatedExpiry(t *testing.T, admin *goredis.Client) {
+	ctx := context.Background()
+	const window, slack = 20 * time.Millisecond, backend.KeepSlack
+	rule, err := backend.NewRule(backend.SlidingWindow, 1000, window, 0, time.Hour, Prefix())
+	require.NoError(t, err)
+	keys := lua.Keys(backend.Request{Rule: rule, Key: "k", Cost: 1})
+	t0 := time.Now().UnixMilli() * 1000
+	// e is the meta's expiry (ms) after a take at t0 + ms.
+	e := func(ms int64) int64 {
+		t.Helper()
+		req := backend.Request{Rule: rule, Key: "k", Cost: 1, Now: lua.Estimated(t0 + ms*1000)}
+		o, err := evalScript(ctx, admin, req, lua.Take)
+		require.NoError(t, err)
+		require.Equal(t, t0+ms*1000, o.At, "decided at the estimate")
+		require.True(t, o.Allowed())
+		meta, err := admin.Get(ctx, keys[1]).Bytes()
+		require.NoError(t, err)
+		require.Len(t, meta, 48)
+		return int64(math.Float64frombits(binary.LittleEndian.Uint64(meta[32:])))
+	}
+	ttl := (time.Hour + slack).Milliseconds() // the retention's, and the slack
+	margin := lua.EstimateMargin.Milliseconds()
+	first := t0/1000 + ttl - margin
+	require.Equal(t, first, e(0), "the keys' expiry, the margin taken off")
+	// Kept while they outlive the retention by the margin: at ms after t0
+	// they have ttl - margin - ms left, and need ttl - slack + margin.
+	keep := slack.Milliseconds() - 2*margin
+	require.Equal(t, first, e(keep), "kept: the TTL still outlives the retention by the margin")
+	require.Equal(t, t0/1000+keep+1+ttl-margin, e(keep+1), "renewed: it would not outlive it by the margin")
 }

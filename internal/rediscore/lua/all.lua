@@ -33,13 +33,12 @@ end
 -- denied so, whatever op.
 local function decide(a, k, op)
   local alg, now, cost = argv[a], tonumber(argv[a + 2]), tonumber(argv[a + 3])
-  local own_clock = not now
-  if own_clock then
-    if not server_now then
-      local t = redis.call('TIME')
-      server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    now = server_now
+  local own_clock
+  if not now and server_now then
+    now, own_clock = server_now, 0
+  else
+    now, own_clock = clock_of(now)
+    if own_clock == 0 then server_now = now end
   end
   local retain, p1, p2, p3, b = struct.unpack('<ddddd', argv[a + 4])
   local nkeys = alg == 'sw' and 2 or 1

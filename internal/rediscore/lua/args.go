@@ -127,7 +127,7 @@ func (c *ArgCache[T]) ForAllAt(reqs []backend.Request, op Op, now int64) []T {
 	args := make([]T, 0, ArgsPerRequest*len(reqs))
 	estimate := c.serverClock
 	if now != 0 {
-		estimate = c.format(now) // once for every request
+		estimate = c.format(Estimated(now)) // once for every request
 	}
 	for _, req := range reqs {
 		ra := c.ruleArgs(req.Rule)
@@ -141,12 +141,10 @@ func (c *ArgCache[T]) ForAllAt(reqs []backend.Request, op Op, now int64) []T {
 }
 
 // ReadsTime says whether alg's script reads the server's TIME itself on the
-// store's clock, rather than take the store's estimate of it: the sliding
-// log dates its keys' expiry by the server's clock (sliding.lua), and
-// permits their leases.
-func ReadsTime(alg backend.Algorithm) bool {
-	return alg == backend.SlidingWindow || alg == backend.InFlight
-}
+// store's clock, rather than take the store's estimate of it: permits date
+// their leases by it. (The sliding log dates its keys' expiry by the
+// server's clock too, allowing for an estimate's error: EstimateMargin.)
+func ReadsTime(alg backend.Algorithm) bool { return alg == backend.InFlight }
 
 // algorithmArgs are the names of the algorithms in All.
 var algorithmArgs = [...]string{backend.SlidingWindow: "sw", backend.FixedWindow: "fw",

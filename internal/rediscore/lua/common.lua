@@ -21,8 +21,25 @@
 -- may add), GCRA level (a burst's units, and the debt a charge may add) and
 -- unit, and the largest sliding log; the TTL slack (ms); the largest skew
 -- (µs); the largest charge, the longest a GCRA debt drains (µs), the
--- largest stored number.
-local max_time, max_count, max_level, max_unit, max_log, slack, max_skew, max_charge, max_debt, max_stored = BOUNDS
+-- largest stored number; how far (ms) the store's estimate of the server's
+-- time may be from its clock (lua.EstimateMargin).
+local max_time, max_count, max_level, max_unit, max_log, slack, max_skew, max_charge, max_debt, max_stored, estimate_ms = BOUNDS
+
+-- A request's now (µs) is the caller's time; the server's time as the
+-- store estimates it when negative (-now: lua.Estimated); or none (the
+-- empty string), the script then reading TIME. own_clock is what a body is
+-- told of it: false for a caller's time, or how far (ms) now may be from the
+-- server's clock: 0 for its TIME, estimate_ms for an estimate. The sliding
+-- log dates its keys' expiry by the server's clock, allowing for that
+-- (sliding.lua).
+local function clock_of(now)
+  if not now then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
+  end
+  if now < 0 then return -now, estimate_ms end
+  return now, false
+end
 
 -- A key's time never goes back (package algorithm's rules): a request
 -- whose now is behind the time of the key's state (the newest entry of a

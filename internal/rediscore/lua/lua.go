@@ -65,9 +65,9 @@ var (
 
 	// prelude is common.lua with the bounds of package backend, the TTL
 	// slack and the largest skew written in.
-	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit+backend.MaxCharge,
+	prelude = strings.Replace(common, "= BOUNDS", fmt.Sprintf("= %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d", backend.MaxMicros, backend.MaxLimit+backend.MaxCharge,
 		int64(algorithm.MaxStored), backend.MaxWindow.Microseconds(), backend.MaxLogLimit, TTLSlack, backend.MaxSkew.Microseconds(),
-		backend.MaxCharge, algorithm.MaxDebt, int64(algorithm.MaxStored)), 1)
+		backend.MaxCharge, algorithm.MaxDebt, int64(algorithm.MaxStored), EstimateMargin.Milliseconds()), 1)
 
 	// All decides one request or several together (TakeAll), under any
 	// algorithm: common.lua, the sliding log's functions, a function around
@@ -143,6 +143,19 @@ func Scripts() []*Lua { return append([]*Lua{All}, ones[:]...) }
 
 // Text is the text of the script named sha (for EVAL after NOSCRIPT), or "".
 func Text(sha string) string { return byName[sha] }
+
+// EstimateMargin is how far the scripts allow the store's estimate of the
+// server's time (Estimated) to be from the server's clock, where it counts:
+// the sliding log's keys are renewed once they would not outlive its
+// window (or retention) by that margin. It covers rediscore.EstimateError and the drift
+// of the clocks over an estimate's life (rediscore's tests hold it so),
+// twice over: a renewal a few milliseconds early costs nothing.
+const EstimateMargin = 20 * time.Millisecond
+
+// Estimated is the time argument of a request decided at now (µs), the
+// server's time as the store estimates it: -now, which the scripts tell
+// from a caller's time by its sign (common.lua's clock_of).
+func Estimated(now int64) int64 { return -now }
 
 // TTLSlack is backend.KeepSlack in ms: how much longer than its life and
 // retention a key lives after its last write. The TTL counts from the

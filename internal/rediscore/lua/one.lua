@@ -4,7 +4,8 @@
 -- KEYS  the state's key (the log and its meta for a sliding log: keys.go)
 -- ARGV  op ('take' | 'peek' | 'refund' | 'undo' | 'charge' | 'quiet': a
 --       take whose denial writes nothing, TakeAll's of one request), now
---       (µs, or '' for the server's TIME), cost, then the rule's numbers in
+--       (µs; -now for the store's estimate of the server's time, '' for
+--       its TIME: common.lua's clock_of), cost, then the rule's numbers in
 --       one argument of little-endian doubles (args.go's packRule): the
 --       retention (ms), the policy (limit, window (µs) and 0, or for GCRA
 --       burst, unit and drain: algorithm.Rate), the penalty box's length
@@ -19,11 +20,8 @@ local retain, p1, p2, p3, box_len = struct.unpack('<ddddd', ARGV[4])
 local at = tonumber(ARGV[5])
 quiet, pending = op == 'quiet', nil -- set by every call: a library keeps them between calls
 if quiet then op = 'take' end
-local own_clock = not now
-if own_clock then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local own_clock
+now, own_clock = clock_of(now)
 block, news = box_len > 0 and box_len or nil, ARGV[6]
 kblock = block and KEYS[#KEYS] or nil -- a penalty box: its key is the last
 op0, now0, maxcost, boxed_until = op, now, p1, nil

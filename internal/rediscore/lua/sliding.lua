@@ -12,6 +12,26 @@ local function log_ttl(window, retain)
   return math.max(math.floor((window + 999) / 1000), retain) + slack
 end
 
+-- expiry is the meta's e for keys given ttl_ms (ms) at now_ms on the clock
+-- own_clock (common.lua's clock_of): a time the keys outlive on the
+-- server's clock, an estimate's error taken off; -1 (unknown) on a
+-- caller's clock.
+local function expiry(now_ms, ttl_ms, own_clock)
+  if not own_clock then return -1 end
+  return now_ms + ttl_ms - own_clock
+end
+
+-- lives says whether keys that expire at expires (the meta's e: -1 for
+-- unknown) outlive ttl_ms - slack from now_ms (ms) on the clock own_clock,
+-- so need no renewal: on the server's clock only, the estimate's error
+-- allowed for; and never for an e later than a write at now_ms would set
+-- (a clock that went back: renewed).
+local function lives(expires, now_ms, ttl_ms, own_clock)
+  if not own_clock or expires < 0 then return false end
+  local left = expires - now_ms
+  return left - own_clock >= ttl_ms - slack and left <= ttl_ms + own_clock
+end
+
 local function cost_of(member)
   local i = string.find(member, ':', 1, true)
   if i then
@@ -158,16 +178,16 @@ local function take_stale(log, meta, v, now, cost, retain, limit, window, own_cl
     end
   end
   local ttl_ms, now_ms = log_ttl(window, retain), math.floor(now / 1000)
-  if own_clock and expires >= 0 and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
+  if lives(expires, now_ms, ttl_ms, own_clock) then
     redis.call('SET', meta, struct.pack('<dddddd', seq, cost - 1, now, now, expires, 1), 'KEEPTTL')
   else
-    redis.call('SET', meta, struct.pack('<dddddd', seq, cost - 1, now, now, own_clock and now_ms + ttl_ms or -1, 1), 'PX', ttl_text(ttl_ms))
+    redis.call('SET', meta, struct.pack('<dddddd', seq, cost - 1, now, now, expiry(now_ms, ttl_ms, own_clock), 1), 'PX', ttl_text(ttl_ms))
     redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
   end
   return {1, cost, now + window, 0, now}
 end
 
--- decide_log decides on the log; own_clock says now is the server's TIME;
+-- decide_log decides on the log; own_clock is common.lua's clock_of's;
 -- v is the meta as GET answered it, or nil when it is yet to be read.
 -- Beyond n, x and t, meta holds o, e and c, each -1 when unknown (no time
 -- or count can be mistaken for it). o is the time of the oldest entry
@@ -389,7 +409,7 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
         redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, expires or -1, entries), 'KEEPTTL')
       else -- a new meta: both keys get one TTL, so its count holds as long as the log
         local e = -1
-        if own_clock then e = math.floor(wall / 1000) + ttl_ms end
+        e = expiry(math.floor(wall / 1000), ttl_ms, own_clock)
         redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest or -1, oldest or -1, e, entries), 'PX', ttl_text(ttl_ms))
         redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
       end
@@ -407,10 +427,10 @@ function decide_log(log, meta, op, now, cost, retain, limit, window, own_clock, 
     -- The keys must live ttl_ms - slack at least from now: renewed (to
     -- ttl_ms) unless they already do, by the server's clock.
     local now_ms = math.floor(wall / 1000)
-    if own_clock and not empty and expires and expires - now_ms >= ttl_ms - slack and expires - now_ms <= ttl_ms then
+    if not empty and expires and lives(expires, now_ms, ttl_ms, own_clock) then
       redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, expires, c), 'KEEPTTL')
     else
-      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, own_clock and now_ms + ttl_ms or -1, c), 'PX', ttl_text(ttl_ms))
+      redis.call('SET', meta, struct.pack('<dddddd', seq, extra, now, oldest or -1, expiry(now_ms, ttl_ms, own_clock), c), 'PX', ttl_text(ttl_ms))
       redis.call('PEXPIRE', log, ttl_text(ttl_ms)) -- after: the log is never outlived by its meta's count
     end
   end
