@@ -31,7 +31,7 @@ local max_time, max_count, max_level, max_unit, max_log, slack, max_skew, max_ch
 -- told of it: false for a caller's time, or how far (ms) now may be from the
 -- server's clock: 0 for its TIME, estimate_ms for an estimate. The sliding
 -- log dates its keys' expiry by the server's clock, allowing for that
--- (sliding.lua).
+-- (log.lua).
 local function clock_of(now)
   if not now then
     local t = redis.call('TIME')

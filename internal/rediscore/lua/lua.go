@@ -26,6 +26,8 @@ import (
 var (
 	//go:embed common.lua
 	common string
+	//go:embed log.lua
+	slidingParts string
 	//go:embed sliding.lua
 	slidingLong string
 	//go:embed short.lua
@@ -50,7 +52,7 @@ var (
 	box string
 
 	// sliding is the sliding log's functions, both forms.
-	sliding = slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
+	sliding = slidingParts + slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
 
 	// epilogue is box.lua with the channel of changes written in.
 	epilogue = strings.Replace(box, "'CHANNEL'", "'"+Channel+"'", 1)
