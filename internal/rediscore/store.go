@@ -162,7 +162,9 @@ func (s *Store) Decide(ctx context.Context, req backend.Request, op lua.Op) (out
 		return backend.Outcome{}, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	if req.Now == 0 && !lua.ReadsTime(req.Rule.Algorithm()) {
-		req.Now = lua.Estimated(s.clock.now(s.Client)) // 0: the script reads TIME
+		// negative from here on (lua.Estimated), so that the script tells
+		// it from a caller's time; 0: the script reads TIME
+		req.Now = lua.Estimated(s.clock.now(s.Client))
 	}
 	reply, err := s.run(ctx, req, op)
 	if err == nil {
