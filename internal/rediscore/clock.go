@@ -19,18 +19,25 @@ import (
 // decision the server's time as that reading and the process's monotonic
 // clock place it:
 //
-//	server now ≈ reading + (monotonic now - monotonic midpoint of the reading)
+//	server now ≈ reading + (monotonic now - monotonic time the reading was sent)
 //
-// A reading that took rtt from send to reply places the server's time
-// within rtt/2 of the midpoint; one slower than maxReadingRTT is not
-// used, so an estimate is within maxReadingRTT/2 of the server's clock,
-// plus the two clocks' drift since (NTP keeps it under 0.5 ms a second).
-// Of the readings, the estimate keeps the one with the shortest round
-// trip (as NTP's clock filter does) for up to keepBest, then the best
-// since: a reading taken at a busy moment does not move it, and it moves
-// by at most a good reading's round trip, less than a decision's own. So
-// a caller who waits a denial's RetryAfter is not denied again for the
-// estimate having stepped back.
+// The server read its clock somewhere between send and reply, so that is
+// the latest the server's time can be: an estimate is never behind the
+// server's clock, and ahead of it by at most the reading's round trip;
+// one slower than maxReadingRTT is not used (EstimateError), plus the two
+// clocks' drift since (NTP keeps it under 0.5 ms a second). Never behind,
+// the estimate does not step back when it takes over from TIME in the
+// scripts (a store's first decisions). Of the readings, the estimate keeps
+// the one with the shortest round trip (as NTP's clock filter does) for
+// up to keepBest, then the best since: a reading taken at a busy moment
+// does not move it; and a reading that would move it back moves it back
+// by at most maxStepBack. So a caller who waits a denial's RetryAfter is
+// not denied again for the estimate having stepped back: across one
+// reading it steps back 0.25 ms at most, less than a call's own round
+// trip, and readings come a second apart. (A store whose first estimate
+// was as far ahead as a slow reading allows comes back to the server's
+// clock at 0.25 ms a second: the drift it follows so is up to 250 ppm,
+// where NTP keeps clocks under 500 and most within 100.)
 // That is the uncertainty a caller has anyway of when a script it sends
 // reads TIME: somewhere within its own call's round trip. Instances whose
 // estimates differ by so little share one timeline per key by the rules
@@ -55,8 +62,10 @@ const (
 	// for readEvery costs every call in it a TIME.
 	readAgain = 10 * time.Millisecond
 	// maxReadingRTT is the slowest reading used: the bound of an
-	// estimate's error is half of it.
-	maxReadingRTT = 10 * time.Millisecond
+	// estimate's error (how far ahead of the server's clock it may be).
+	maxReadingRTT = 5 * time.Millisecond
+	// maxStepBack is the most a reading moves the estimate back (µs).
+	maxStepBack = 250
 	// estimateLife is how long a reading is used when the next ones fail
 	// or are too slow.
 	estimateLife = 10 * time.Second
@@ -67,9 +76,10 @@ const (
 	keepBest = 5 * time.Second
 )
 
-// EstimateError bounds how far an estimate is from the server's clock when
-// it is made, but for the clocks' drift since the reading.
-const EstimateError = maxReadingRTT / 2
+// EstimateError bounds how far an estimate is ahead of the server's clock
+// when it is made, but for the clocks' drift since the reading; it is
+// never behind.
+const EstimateError = maxReadingRTT
 
 // clockBase is the origin of the monotonic clock the estimates count on.
 var clockBase = time.Now()
@@ -87,8 +97,8 @@ type timeReader interface {
 // no estimate. Safe for concurrent use.
 type serverClock struct {
 	// offset is the server's time less monotonic (µs), as the reading in
-	// use says; at is when (monotonic) the last usable reading came back,
-	// 0 before one.
+	// use says (the latest it may be); at is when (monotonic) the last
+	// usable reading came back, 0 before one.
 	offset, at atomic.Int64
 	// in is the reading in use, and since the best taken after it (ok:
 	// there is one): only calibrate uses them, one reading at a time.
@@ -120,7 +130,16 @@ func (c *serverClock) use(r reading) {
 	case !c.since.ok || r.rtt < c.since.rtt:
 		c.since = r
 	}
-	c.offset.Store(c.in.offset)
+	// Back by more than maxStepBack, but within what readings' errors
+	// explain, the estimate is slewed; further back, the server's clock
+	// moved (a step, a failover): taken, as the scripts' TIME would.
+	offset := c.in.offset
+	if old, at := c.offset.Load(), c.at.Load(); at != 0 && latest-at <= estimateLife.Microseconds() {
+		if back := old - offset; back > maxStepBack && back <= 2*maxReadingRTT.Microseconds() {
+			offset = old - maxStepBack
+		}
+	}
+	c.offset.Store(offset)
 	c.at.Store(latest)
 }
 
@@ -168,5 +187,5 @@ func (c *serverClock) calibrate(server timeReader) {
 		c.next.Store(got + readAgain.Microseconds())
 		return
 	}
-	c.use(reading{offset: t.UnixMicro() - (sent+got)/2, rtt: got - sent, at: got, ok: true})
+	c.use(reading{offset: t.UnixMicro() - sent, rtt: got - sent, at: got, ok: true})
 }

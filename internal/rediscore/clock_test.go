@@ -31,7 +31,8 @@ func calibrated(t *testing.T, c *serverClock, read readFunc) {
 
 func TestServerClockFollowsTheServerNotTheProcess(t *testing.T) {
 	// A server whose clock is 5s ahead of this process's wall clock: the
-	// estimate is the server's time, within half the reading's round trip.
+	// estimate is the server's time, never behind it and ahead by at most
+	// the reading's round trip.
 	const ahead = 5 * time.Second
 	var took atomic.Int64
 	read := readFunc(func(context.Context) (time.Time, error) { return time.Now().Add(ahead), nil })
@@ -45,11 +46,9 @@ func TestServerClockFollowsTheServerNotTheProcess(t *testing.T) {
 	before := time.Now().Add(ahead).UnixMicro()
 	got := c.now(timed)
 	after := time.Now().Add(ahead).UnixMicro()
-	// The reading's midpoint is off by at most half its round trip, which
-	// was under maxReadingRTT or it would not have been used.
-	slack := (maxReadingRTT / 2).Microseconds()
-	require.GreaterOrEqual(t, got, before-slack)
-	require.LessOrEqual(t, got, after+slack)
+	// The reading was under maxReadingRTT or it would not have been used.
+	require.GreaterOrEqual(t, got, before, "never behind the server")
+	require.LessOrEqual(t, got, after+EstimateError.Microseconds())
 	require.Less(t, time.Duration(took.Load()), maxReadingRTT)
 }
 
@@ -140,6 +139,34 @@ func TestServerClockKeepsTheShortestReading(t *testing.T) {
 	require.Equal(t, int64(1300), c.offset.Load(), "kept for keepBest from its own reading")
 	c.use(reading{offset: 1800, rtt: 800, at: 50 + keep, ok: true})
 	require.Equal(t, int64(1700), c.offset.Load(), "the shortest since, however long")
+}
+
+// A store's estimate once stepped back by up to half a reading's round trip
+// when it took over from the scripts' TIME, or when a new reading replaced
+// the one in use: a caller who waited a denial's RetryAfter was denied again
+// (the conformance kit's store-clock scenario, on a busy CI machine).
+func TestServerClockDoesNotStepBack(t *testing.T) {
+	// The estimate is the latest the server's time can be: a reading sent
+	// at 100 (µs, monotonic) answering 1000 says offset 900, whatever its
+	// round trip.
+	var c serverClock
+	c.use(reading{offset: 900, rtt: 400, at: 500, ok: true})
+	require.Equal(t, int64(900), c.offset.Load())
+	// A shorter reading that would move it back 2 ms (within readings'
+	// errors) moves it back maxStepBack a reading.
+	c.use(reading{offset: 900 - 2000, rtt: 100, at: 1_000_500, ok: true})
+	require.Equal(t, int64(900-maxStepBack), c.offset.Load())
+	c.use(reading{offset: 900 - 2000, rtt: 100, at: 2_000_500, ok: true})
+	require.Equal(t, int64(900-2*maxStepBack), c.offset.Load(), "slewed, a reading at a time")
+	c.use(reading{offset: 5000, rtt: 100, at: 3_000_500, ok: true})
+	require.Equal(t, int64(5000), c.offset.Load(), "forward at once")
+	// Back by more than readings' errors explain: the server's clock moved.
+	c.use(reading{offset: -1_000_000, rtt: 50, at: 4_000_500, ok: true})
+	require.Equal(t, int64(-1_000_000), c.offset.Load(), "a server's step is taken")
+	// After the estimate expired (the scripts read TIME meanwhile), the
+	// next reading is taken as it is: never behind, it does not step back.
+	c.use(reading{offset: -1_000_000 - 2000, rtt: 40, at: 4_000_500 + estimateLife.Microseconds() + 1, ok: true})
+	require.Equal(t, int64(-1_002_000), c.offset.Load())
 }
 
 func TestServerClockEstimateExpires(t *testing.T) {
