@@ -36,6 +36,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/rlqs"
+	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/rlswire"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/service"
 	"github.com/ratelimit-go/ratelimit/promlimit"
 )
@@ -255,6 +256,7 @@ func listen(o options) ([3]net.Listener, error) {
 // larger message is refused (ResourceExhausted) before it is decoded.
 func grpcOptions(o options, log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(rlswire.Codec{}), // proto's messages, without its reflection for Envoy's
 		grpc.UnaryInterceptor(recovered(log)),
 		grpc.StreamInterceptor(recoveredStream(log)),
 		grpc.NumStreamWorkers(grpcWorkers),
