@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -39,8 +40,13 @@ func NewRLS(svc *Service, opts ...RLSOption) *RLS {
 // dynamic metadata as its options say.
 func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	req := Request{Domain: in.GetDomain(), Cost: uint64(in.GetHitsAddend()), Descriptors: make([]Descriptor, len(in.GetDescriptors()))}
+	n := 0
+	for _, d := range in.GetDescriptors() {
+		n += len(d.GetEntries())
+	}
+	entries := make([]config.Entry, n) // every descriptor's, in one allocation
 	for i, d := range in.GetDescriptors() {
-		req.Descriptors[i] = fromEnvoy(d)
+		req.Descriptors[i], entries = fromEnvoy(d, entries)
 	}
 	res, err := r.svc.Decide(ctx, req)
 	if err != nil {
@@ -53,8 +59,9 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (
 	if res.OverLimit {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
+	slab := newStatusSlab(len(res.Statuses))
 	for i, st := range res.Statuses {
-		out.Statuses[i] = toEnvoy(st)
+		out.Statuses[i] = slab.toEnvoy(st)
 	}
 	var headers []Header
 	if r.upstream != nil {
@@ -72,8 +79,11 @@ func (r *RLS) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (
 	return out, nil
 }
 
-func fromEnvoy(d *rlv3.RateLimitDescriptor) Descriptor {
-	out := Descriptor{Entries: make([]config.Entry, len(d.GetEntries()))}
+// fromEnvoy is d, its entries taken from the front of entries (room for
+// them all), and what is left of entries.
+func fromEnvoy(d *rlv3.RateLimitDescriptor, entries []config.Entry) (Descriptor, []config.Entry) {
+	n := len(d.GetEntries())
+	out := Descriptor{Entries: entries[:n:n]}
 	if h := d.GetHitsAddend(); h != nil { // set, 0 included: a check that counts nothing
 		cost := h.GetValue()
 		out.Cost = &cost
@@ -84,11 +94,36 @@ func fromEnvoy(d *rlv3.RateLimitDescriptor) Descriptor {
 	if o := d.GetLimit(); o != nil {
 		out.Override = &Override{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: config.Unit(o.GetUnit())}
 	}
-	return out
+	return out, entries[n:]
 }
 
-func toEnvoy(st Status) *rlsv3.RateLimitResponse_DescriptorStatus {
-	out := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+// statusSlab holds the messages of a response's statuses, one allocation
+// for each kind rather than three a status.
+type statusSlab struct {
+	statuses  []rlsv3.RateLimitResponse_DescriptorStatus
+	limits    []rlsv3.RateLimitResponse_RateLimit
+	durations []durationpb.Duration
+}
+
+func newStatusSlab(n int) statusSlab {
+	return statusSlab{
+		statuses:  make([]rlsv3.RateLimitResponse_DescriptorStatus, n),
+		limits:    make([]rlsv3.RateLimitResponse_RateLimit, n),
+		durations: make([]durationpb.Duration, n),
+	}
+}
+
+// next takes the next status's messages from the slab.
+func (s *statusSlab) next() (*rlsv3.RateLimitResponse_DescriptorStatus, *rlsv3.RateLimitResponse_RateLimit, *durationpb.Duration) {
+	st, l, d := &s.statuses[0], &s.limits[0], &s.durations[0]
+	s.statuses, s.limits, s.durations = s.statuses[1:], s.limits[1:], s.durations[1:]
+	return st, l, d
+}
+
+// toEnvoy is st as Envoy's status, in messages from the slab.
+func (s *statusSlab) toEnvoy(st Status) *rlsv3.RateLimitResponse_DescriptorStatus {
+	out, limit, until := s.next()
+	out.Code = rlsv3.RateLimitResponse_OK
 	switch {
 	case st.Rule == nil:
 		return out
@@ -99,14 +134,13 @@ func toEnvoy(st Status) *rlsv3.RateLimitResponse_DescriptorStatus {
 	if st.OverLimit {
 		out.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	out.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-		Name:            st.Rule.Name,
-		RequestsPerUnit: st.Rule.RequestsPerUnit,
-		Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(st.Rule.Unit),
-	}
+	limit.Name, limit.RequestsPerUnit, limit.Unit = st.Rule.Name, st.Rule.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(st.Rule.Unit)
+	out.CurrentLimit = limit
 	if st.Asked() {
 		out.LimitRemaining = uint32(min(st.Decision.Remaining, math.MaxUint32))
-		out.DurationUntilReset = durationpb.New(st.Decision.ResetAt.Sub(st.Decision.At))
+		d := st.Decision.ResetAt.Sub(st.Decision.At)
+		until.Seconds, until.Nanos = int64(d/time.Second), int32(d%time.Second) // durationpb.New's
+		out.DurationUntilReset = until
 	}
 	return out
 }
