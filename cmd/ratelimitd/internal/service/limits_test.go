@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -75,6 +76,14 @@ func TestTogetherFindsADuplicateKey(t *testing.T) {
 	assert.True(t, together(checks))
 	assert.False(t, together(append(checks, check{limiter: l, key: "a", cost: 1})))
 	assert.False(t, together(append(checks, check{limiter: l, key: "c", cost: 2})))
+	assert.True(t, together(append(checks, check{limiter: &ratelimit.Limiter{}, key: "a", cost: 1})), "another rule's limiter")
+	many := make([]check, 0, 3*pairwise) // past pairwise: the map's
+	for i := range cap(many) {
+		many = append(many, check{limiter: l, key: fmt.Sprint(i), cost: 1})
+	}
+	assert.True(t, together(many))
+	assert.False(t, together(append(many, check{limiter: l, key: "0", cost: 1})))
+	assert.True(t, together(append(many, check{limiter: &ratelimit.Limiter{}, key: "0", cost: 1})))
 }
 
 // Overrides of different units on one descriptor count apart: a 3-per-hour
