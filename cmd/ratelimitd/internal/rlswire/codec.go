@@ -33,39 +33,60 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 func (Codec) Name() string { return proto.Name }
 
 // Marshal implements encoding.CodecV2: a RateLimitResponse of the plain
-// shape by hand, into a buffer of gRPC's pool when it is large enough to be
-// pooled (as gRPC's codec does), anything else by proto.
+// shape by hand, anything else by proto.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(*rlsv3.RateLimitResponse)
-	if !ok || m == nil {
-		return protoCodec.Marshal(v)
+	if m, ok := v.(*rlsv3.RateLimitResponse); ok && m != nil {
+		if out, ok := encode(m); ok {
+			return out, nil
+		}
 	}
+	return protoCodec.Marshal(v)
+}
+
+// encode writes m if it has the plain shape, into a buffer of gRPC's pool
+// when it is large enough to be pooled (as gRPC's codec does). A panic
+// (none is known: the fuzz tests hold it to proto on any message) hands m
+// to proto rather than reach gRPC's caller.
+func encode(m *rlsv3.RateLimitResponse) (out mem.BufferSlice, ok bool) {
+	defer func() {
+		if recover() != nil {
+			out, ok = nil, false
+		}
+	}()
 	var scratch [32]int // the sizes of 16 statuses with limits, without allocating
 	size, sz, ok := responseSize(m, scratch[:0])
 	if !ok {
-		return protoCodec.Marshal(v)
+		return nil, false
 	}
 	if mem.IsBelowBufferPoolingThreshold(size) {
-		return mem.BufferSlice{mem.SliceBuffer(appendResponse(make([]byte, 0, size), m, sz))}, nil
+		return mem.BufferSlice{mem.SliceBuffer(appendResponse(make([]byte, 0, size), m, sz))}, true
 	}
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(size)
 	*buf = appendResponse((*buf)[:0], m, sz)
-	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, true
 }
 
 // Unmarshal implements encoding.CodecV2: a RateLimitRequest of the plain
 // shape by hand, anything else by proto.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*rlsv3.RateLimitRequest)
-	if !ok || m == nil {
-		return protoCodec.Unmarshal(data, v)
-	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	m.Reset()
-	if decodeRequest(buf.ReadOnlyData(), m) {
+	if m, ok := v.(*rlsv3.RateLimitRequest); ok && m != nil && decode(data, m) {
 		return nil
 	}
 	return protoCodec.Unmarshal(data, v)
+}
+
+// decode reads data into m if it has the plain shape; a panic leaves m to
+// proto, as encode's does.
+func decode(data mem.BufferSlice, m *rlsv3.RateLimitRequest) (ok bool) {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	defer func() {
+		if recover() != nil {
+			m.Reset()
+			ok = false
+		}
+	}()
+	m.Reset()
+	return decodeRequest(buf.ReadOnlyData(), m)
 }
