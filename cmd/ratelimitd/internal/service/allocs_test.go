@@ -9,17 +9,32 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// oneRuleEach is a configuration of n rules of 1 request an hour, on the
+// descriptor keys d0 to dn-1 of domain bench.
+func oneRuleEach(n int) string {
+	var yaml strings.Builder
+	yaml.WriteString("domain: bench\ndescriptors:\n")
+	for i := range n {
+		fmt.Fprintf(&yaml, "  - key: d%d\n    rate_limit: {unit: hour, requests_per_unit: 1}\n", i)
+	}
+	return yaml.String()
+}
+
+// eachRule is a request of n descriptors, one under each of oneRuleEach's
+// rules, all of value v.
+func eachRule(n int, v string) Request {
+	req := Request{Domain: "bench"}
+	for i := range n {
+		req.Descriptors = append(req.Descriptors, desc(fmt.Sprintf("d%d", i), v))
+	}
+	return req
+}
+
 // decideAllocs is what a Decide of n descriptors, each under a rule of its
 // own and denied, allocates on the memory store.
 func decideAllocs(t *testing.T, n int) float64 {
-	var yaml strings.Builder
-	yaml.WriteString("domain: bench\ndescriptors:\n")
-	req := Request{Domain: "bench"}
-	for i := range n {
-		fmt.Fprintf(&yaml, "  - key: d%d\n    rate_limit: {unit: hour, requests_per_unit: 1}\n", i)
-		req.Descriptors = append(req.Descriptors, desc(fmt.Sprintf("d%d", i), "v"))
-	}
-	svc, _ := newService(t, yaml.String())
+	req := eachRule(n, "v")
+	svc, _ := newService(t, oneRuleEach(n))
 	ctx := context.Background()
 	for range 2 { // the keys exist, and are over their limits
 		_, err := svc.Decide(ctx, req)

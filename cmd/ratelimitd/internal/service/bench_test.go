@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit/backend/memory"
@@ -18,12 +17,7 @@ import (
 //
 //	go test ./cmd/ratelimitd/internal/service -run - -bench Decide -cpuprofile cpu.out
 func benchDecide(b *testing.B, n int) {
-	var yaml strings.Builder
-	yaml.WriteString("domain: bench\ndescriptors:\n")
-	for i := range n {
-		fmt.Fprintf(&yaml, "  - key: d%d\n    rate_limit: {unit: hour, requests_per_unit: 1}\n", i)
-	}
-	cfg, err := config.Parse("rules.yaml", []byte(yaml.String()))
+	cfg, err := config.Parse("rules.yaml", []byte(oneRuleEach(n)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,10 +36,7 @@ func benchDecide(b *testing.B, n int) {
 	}
 	reqs := make([]Request, 1000)
 	for v := range reqs {
-		reqs[v] = Request{Domain: "bench"}
-		for i := range n {
-			reqs[v].Descriptors = append(reqs[v].Descriptors, desc(fmt.Sprintf("d%d", i), fmt.Sprint("v", v)))
-		}
+		reqs[v] = eachRule(n, fmt.Sprint("v", v))
 	}
 	ctx := context.Background()
 	for range 2 { // every key over its limit, its denial cached
