@@ -45,3 +45,35 @@ func (s *Store) ShardEntries() (entries, bounds []int) {
 	}
 	return entries, bounds
 }
+
+// Denying reports whether the state of key under prefix and alg is
+// published, for Takes decided without the shard's lock (see denials).
+func (s *Store) Denying(prefix, key string, alg backend.Algorithm) bool {
+	h := maphash.String(s.seed, key) ^ namespace(prefix, alg)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sc := unique.Make(scope{prefix, alg})
+	switch alg {
+	case backend.GCRA:
+		return published(&sh.gcra, h, key, sc)
+	case backend.FixedWindow:
+		return published(&sh.fixed, h, key, sc)
+	case backend.SlidingWindowCounter:
+		return published(&sh.counter, h, key, sc)
+	}
+	return false
+}
+
+func published[S any](t *table[S], h uint64, key string, sc unique.Handle[scope]) bool {
+	_, r := t.find(h, key, sc)
+	return r != nil && r.published && t.den.find(tagOf(h), key, sc) != nil
+}
+
+// LockShard locks the shard holding key under prefix and alg until unlock
+// is called.
+func (s *Store) LockShard(prefix, key string, alg backend.Algorithm) (unlock func()) {
+	sh := &s.shards[(maphash.String(s.seed, key)^namespace(prefix, alg))&s.mask]
+	sh.mu.Lock()
+	return sh.mu.Unlock
+}

@@ -108,6 +108,47 @@ func TestTheAlgorithmsShareTheBoundAndTheFloodEvictsItsOwn(t *testing.T) {
 	require.Equal(t, uint64(10*maxKeys-room), s.ActiveEvictions(), "each flood key past the room evicted one, and no victim")
 }
 
+// A key denied without the lock (see the store's denials) is not marked
+// used by those denials; the sweep that clears its mark withdraws what it
+// published, so its next Take marks it again, and a flood of keys each used
+// twice (protected, so that the sweep picks among them) between two of its
+// requests never evicts it into a fresh quota.
+func TestAFloodOfProtectedKeysDoesNotResetAKeyDeniedWithoutTheLock(t *testing.T) {
+	const maxKeys, limit, rounds = 200, 5, 30
+	ctx := context.Background()
+	for _, alg := range denyingAlgorithms {
+		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+		s, err := memory.New(memory.WithShards(1), memory.WithMaxKeys(maxKeys), memory.WithSweepInterval(0), memory.WithStoreClock(clock.Now))
+		require.NoError(t, err)
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, limit, time.Hour)) // on the store's clock
+		require.NoError(t, err)
+		for range limit + 2 {
+			_, err := l.Allow(ctx, "victim")
+			require.NoError(t, err)
+		}
+		require.True(t, s.Denying(ratelimit.DefaultPrefix, "victim", alg), "%v: the victim is not denied without the lock", alg)
+		fresh := 0
+		for r := 0; r < rounds; r++ {
+			for range maxKeys / 2 {
+				fresh++
+				k := fmt.Sprint("flood-", fresh)
+				for range 2 {
+					_, err := l.Allow(ctx, k)
+					require.NoError(t, err)
+				}
+			}
+			clock.now = clock.now.Add(time.Millisecond)
+			for range 3 {
+				d, err := l.Allow(ctx, "victim")
+				require.NoError(t, err)
+				require.False(t, d.Allowed, "%v, round %d: the victim got a fresh quota", alg, r)
+			}
+		}
+		require.NotZero(t, s.ActiveEvictions(), "%v: the flood evicted nothing: the sweep never ran", alg)
+		require.NoError(t, s.Close())
+	}
+}
+
 // A bound under 1 once became 1 silently; it is now an error, and no store,
 // which names its package first, as every error of the module does (these
 // once began with the sentinel's "ratelimit:").

@@ -59,6 +59,36 @@ func TestADecisionThatPanicsLeavesItsShardUnlocked(t *testing.T) {
 		t.Fatal("the shard stayed locked after a panic under guard")
 	}
 	boom.shards[0].mu.Unlock()
+
+	// A key being denied is decided without the lock (see denials), and
+	// the store's clock read there too: its panic is an error as well.
+	var panics atomic.Bool
+	late, err := New(WithShards(1), WithSweepInterval(0), WithStoreClock(func() time.Time {
+		if panics.Load() {
+			panic("boom")
+		}
+		return time.Unix(1_700_000_000, 0)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	for out, err := late.Take(ctx, req); out.Allowed(); out, err = late.Take(ctx, req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rd := ruleOf(rule); late.shards[0].gcra.den.find(tagOf(late.hash(&req, rd)), req.Key, rd.scope) == nil {
+		t.Fatal("the key at its limit is not published: the test no longer reaches denied")
+	}
+	panics.Store(true)
+	if _, err := late.Take(ctx, req); !errors.Is(err, backend.ErrStore) {
+		t.Fatalf("a store clock that panics, on a key being denied: %v, want an error wrapping ErrStore", err)
+	}
+	if !late.shards[0].mu.TryLock() {
+		t.Fatal("the shard is locked after a panic in a decision without the lock")
+	}
+	late.shards[0].mu.Unlock()
 }
 
 // A store clock that panics reaches no goroutine of the store's own: the

@@ -166,6 +166,15 @@ func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
 	rd := ruleOf(req.Rule)
 	h := s.hash(req, rd)
 	sh := &s.shards[h&s.mask]
+	if sh.denying.Load() && rd.block == 0 && req.Now == 0 { // a key being denied, without the lock (see denials)
+		if s.clock == nil {
+			if s.denied(sh, req, rd, h, out) {
+				return nil
+			}
+		} else if ok, err := s.deniedGuarded(sh, req, rd, h, out); ok || err != nil {
+			return err
+		}
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s.clock == nil && rd.block == 0 { // a penalty box is guard's, through sh.take

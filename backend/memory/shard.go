@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
@@ -11,7 +12,10 @@ import (
 // shard is a lock and the keys it guards: a table per algorithm, which
 // share the shard's bound on keys.
 type shard struct {
-	mu         sync.Mutex
+	mu sync.Mutex
+	// denying: a table published a denial once (see denials); until then
+	// a Take goes straight to the lock.
+	denying    atomic.Bool
 	log        table[algorithm.Log]
 	fixed      table[algorithm.Fixed]
 	counter    table[algorithm.SlidingCounter]
@@ -126,6 +130,10 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			sh.gcra.used(ref, r)
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
+			if out.RetryAfter != 0 && !e.Changed {
+				sh.gcra.publish(ref, r)
+				sh.publishes()
+			}
 			return true
 		}
 	case backend.FixedWindow:
@@ -133,6 +141,10 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			sh.fixed.used(ref, r)
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
+			if out.RetryAfter != 0 && !e.Changed {
+				sh.fixed.publish(ref, r)
+				sh.publishes()
+			}
 			return true
 		}
 	case backend.SlidingWindowCounter:
@@ -140,6 +152,10 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			sh.counter.used(ref, r)
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
+			if out.RetryAfter != 0 && !e.Changed {
+				sh.counter.publish(ref, r)
+				sh.publishes()
+			}
 			return true
 		}
 	}
@@ -199,12 +215,13 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 		}
 		return nil
 	}
-	t.used(ref, r)
 	st := P(&r.st)
-	if o == peek {
+	if o == peek { // what was published stays: a peek writes nothing
+		t.seen(ref, r)
 		*out = st.Peek(now, rule.Rate(), req.Cost)
 		return nil
 	}
+	t.used(ref, r)
 	before := held(&r.st)
 	var e algorithm.Effect
 	if req.Admitted != 0 {
@@ -231,6 +248,10 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h ui
 	before := held(&r.st)
 	e := takeTo(&r.st, now, &rd.rate, req.Cost, out)
 	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
+	if out.RetryAfter != 0 && !e.Changed && rd.block == 0 && t.denies() {
+		t.publish(ref, r)
+		sh.publishes()
+	}
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
 		sh.entries += grown
 		if grown > 0 && sh.entries > sh.maxEntries {

@@ -33,6 +33,7 @@ type table[S any] struct {
 	made                 uint32 // records handed out from the chunks: refs 1 to made
 	free                 uint32 // a removed record, whose next is the next free one; 0: none
 	probation, protected list
+	den                  denials[S] // the keys being denied, for readers without the lock
 }
 
 // chunkLen is the records of a chunk: the slab grows by a chunk, a few KB.
@@ -51,6 +52,7 @@ type record[S any] struct {
 	tag        uint32 // in the index
 	protected  bool   // used again after it arrived
 	used       bool   // protected, and used since the sweep last passed it
+	published  bool   // its state is in the table's denials
 	st         S
 }
 
@@ -102,6 +104,9 @@ func (t *table[S]) add(h uint64, key string, scope unique.Handle[scope]) (uint32
 // remove drops the record ref, which holds nothing afterwards.
 func (t *table[S]) remove(ref uint32) {
 	r := t.at(ref)
+	if r.published {
+		t.withdraw(ref, r)
+	}
 	t.ix.remove(r.tag, ref)
 	t.unlink(ref)
 	*r = record[S]{next: t.free}
@@ -115,9 +120,18 @@ func (t *table[S]) drop(ref uint32) int {
 	return n
 }
 
-// used records a use of ref: a protected key's bit is set, a key on
-// probation is protected from now on.
+// used records a use of ref, whose state the caller may write: its
+// published denial, if any, is withdrawn (see seen).
 func (t *table[S]) used(ref uint32, r *record[S]) {
+	if r.published {
+		t.withdraw(ref, r)
+	}
+	t.seen(ref, r)
+}
+
+// seen records a use of ref that writes nothing to its state (a peek): a
+// protected key's bit is set, a key on probation is protected from now on.
+func (t *table[S]) seen(ref uint32, r *record[S]) {
 	if r.protected {
 		if !r.used { // a denial writes nothing else: the record's line stays clean
 			r.used = true
@@ -184,6 +198,9 @@ func (t *table[S]) victim(now int64, c class) uint32 {
 				return o
 			}
 			r.used = false
+			if r.published { // only a key marked used is denied without the lock
+				t.withdraw(o, r)
+			}
 			t.unlink(o)
 			t.push(&t.protected, o)
 		}

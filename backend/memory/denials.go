@@ -1,0 +1,162 @@
+package memory
+
+import (
+	"sync/atomic"
+	"time"
+	"unique"
+
+	"github.com/ratelimit-go/ratelimit/algorithm"
+	"github.com/ratelimit-go/ratelimit/backend"
+)
+
+// denials is where a table publishes the keys it is denying, so that a
+// Take of such a key is decided without the shard's lock: the common case
+// under abuse, a key hammered past its limit, costs no atomic write (a
+// lock's two cost a sixth of a decision) and takes turns with no other
+// goroutine.
+//
+// A published denial is an immutable copy of the record's state, made by a
+// Take that denied and left the state as it was; a reader decides on it
+// with the algorithm's DeniesTo, and takes the lock whenever that declines
+// (the window passed, the state is from the future) or finds no copy. The
+// copy is exact because it is withdrawn, under the lock, before anything
+// writes the state: every such path goes through table.used or
+// table.remove, and each withdraws it. A copy exists only for a key marked
+// used, and the sweep that clears the mark withdraws it, so a key denied
+// without the lock is never evicted before one used since.
+//
+// The slots are a cache on the key's tag, twice as many as the index has: a
+// key's copy is in one of the ways slots from its home (the tag's low
+// bits), most often the first. A key whose ways are all taken is not
+// published, and its Takes go through the lock; a published key is never
+// displaced, so keys sharing slots do not take turns copying their states.
+type denials[S any] struct {
+	slots atomic.Pointer[[]atomic.Pointer[denial[S]]]
+}
+
+// denial is a published copy of a record's state.
+type denial[S any] struct {
+	key   string
+	scope unique.Handle[scope]
+	ref   uint32 // the record's, to withdraw it
+	st    S
+}
+
+// ways is the slots from its home a key's copy may be in.
+const ways = 4
+
+// find is the published state of key under scope, whose tag is tag; nil
+// when none is. It takes no lock: what it returns is not written again.
+func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *S {
+	p := d.slots.Load()
+	if p == nil {
+		return nil
+	}
+	slots := *p
+	mask := uint32(len(slots) - 1)
+	for i, j := tag&mask, 0; j < ways; i, j = (i+1)&mask, j+1 {
+		if e := slots[i].Load(); e != nil && e.key == key && e.scope == sc {
+			return &e.st
+		}
+	}
+	return nil
+}
+
+// publish copies r's state (ref's, in t) for readers without the lock,
+// when it is marked used and one of its slots is free; the caller holds
+// the lock.
+func (t *table[S]) publish(ref uint32, r *record[S]) {
+	if !r.used {
+		return
+	}
+	p := t.den.slots.Load()
+	if p == nil || len(*p) < 2*len(t.ix.slots) { // grown with the index: what was published before is dropped
+		for _, e := range t.ix.slots {
+			if e.ref != 0 {
+				t.at(e.ref).published = false
+			}
+		}
+		slots := make([]atomic.Pointer[denial[S]], max(ways, 2*len(t.ix.slots)))
+		p = &slots
+		t.den.slots.Store(p)
+	}
+	slots := *p
+	mask := uint32(len(slots) - 1)
+	for i, j := r.tag&mask, 0; j < ways; i, j = (i+1)&mask, j+1 {
+		if slots[i].Load() == nil {
+			slots[i].Store(&denial[S]{key: r.key, scope: r.scope, ref: ref, st: r.st})
+			r.published = true
+			return
+		}
+	}
+}
+
+// denies reports whether t's denials may be published: those of an O(1)
+// algorithm (a log's Take prunes it, denied or not).
+func (t *table[S]) denies() bool {
+	_, log := any(t).(*table[algorithm.Log])
+	return !log
+}
+
+// publishes records that a table of sh published a denial; the caller
+// holds the lock.
+func (sh *shard) publishes() {
+	if !sh.denying.Load() {
+		sh.denying.Store(true)
+	}
+}
+
+// withdraw takes back r's published state; the caller holds the lock.
+func (t *table[S]) withdraw(ref uint32, r *record[S]) {
+	r.published = false
+	slots := *t.den.slots.Load()
+	mask := uint32(len(slots) - 1)
+	for i, j := r.tag&mask, 0; j < ways; i, j = (i+1)&mask, j+1 {
+		if e := slots[i].Load(); e != nil && e.ref == ref {
+			slots[i].Store(nil)
+			return
+		}
+	}
+}
+
+// denied decides a Take of req, on the store's clock, without the lock of
+// sh, its shard, when the key's table published a denial that still denies
+// it: it reports whether it did, and out holds the outcome if so. Each
+// algorithm is written out, as in takeHeld.
+func (s *Store) denied(sh *shard, req *backend.Request, rd *ruled, h uint64, out *algorithm.Outcome) bool {
+	tag := tagOf(h)
+	switch req.Rule.Algorithm() {
+	case backend.GCRA:
+		if st := sh.gcra.den.find(tag, req.Key, rd.scope); st != nil {
+			return st.DeniesTo(s.now(), &rd.rate, req.Cost, out)
+		}
+	case backend.FixedWindow:
+		if st := sh.fixed.den.find(tag, req.Key, rd.scope); st != nil {
+			return st.DeniesTo(s.now(), &rd.rate, req.Cost, out)
+		}
+	case backend.SlidingWindowCounter:
+		if st := sh.counter.den.find(tag, req.Key, rd.scope); st != nil {
+			return st.DeniesTo(s.now(), &rd.rate, req.Cost, out)
+		}
+	}
+	return false
+}
+
+// deniedGuarded is denied on a clock given WithStoreClock, which is the
+// caller's code: its panic comes back as an error.
+func (s *Store) deniedGuarded(sh *shard, req *backend.Request, rd *ruled, h uint64, out *algorithm.Outcome) (ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok, err = false, panicked(r)
+		}
+	}()
+	return s.denied(sh, req, rd, h, out), nil
+}
+
+// now is micros, with the default clock's written out.
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.micros()
+	}
+	return s.startMicros + int64(time.Since(s.start)/time.Microsecond)
+}

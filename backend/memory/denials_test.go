@@ -1,0 +1,186 @@
+package memory_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/conformance"
+)
+
+// denyingAlgorithms are the algorithms whose denials are published (see
+// the store's denials): the O(1) ones.
+var denyingAlgorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.GCRA}
+
+// A key at its limit, on the store's clock, is denied without its shard's
+// lock: with the lock held elsewhere, its Take still answers, and answers as
+// the model does. Whatever writes the key (a refund, a charge, a reset)
+// withdraws what was published, a peek does not, and a new policy or the
+// window passing is decided under the lock again: each next decision is the
+// model's.
+func TestAKeyBeingDeniedIsDecidedWithoutTheLock(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range denyingAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+			s, err := memory.New(memory.WithSweepInterval(0), memory.WithStoreClock(clock.Now))
+			require.NoError(t, err)
+			defer s.Close()
+			p := ratelimit.NewPolicy(alg, 3, time.Hour)
+			l, err := ratelimit.New(s, p)
+			require.NoError(t, err)
+			model := conformance.NewModel()
+			const key = "abuser"
+			req := func(p ratelimit.Policy, n int) backend.Request {
+				rule, err := backend.NewRule(p.Algorithm, int64(p.Limit), p.Window, int64(p.Burst), p.Window, ratelimit.DefaultPrefix)
+				require.NoError(t, err)
+				return backend.Request{Rule: rule, Key: key, Cost: int64(n), Now: clock.now.UnixMicro()}
+			}
+			allow := func(want bool) ratelimit.Decision {
+				t.Helper()
+				d, err := l.Allow(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, decisionOf(model.Take(req(l.Policy(), 1)), l.Policy().MaxCost()), d)
+				require.Equal(t, want, d.Allowed)
+				return d
+			}
+			denying := func() bool { return s.Denying(ratelimit.DefaultPrefix, key, alg) }
+
+			for range 3 {
+				allow(true)
+			}
+			require.False(t, denying(), "an admitting key is published")
+			denied := allow(false)
+			require.True(t, denying(), "a key denied and left as it was is published")
+			_, err = l.Peek(ctx, key)
+			require.NoError(t, err)
+			require.True(t, denying(), "a peek, which writes nothing, withdrew the denial")
+
+			// With the shard locked, a Take of the key still answers: it
+			// takes no lock. A Take that waited for it would never answer.
+			clock.now = clock.now.Add(time.Millisecond)
+			unlock := s.LockShard(ratelimit.DefaultPrefix, key, alg)
+			answered := make(chan ratelimit.Decision, 1)
+			go func() {
+				d, err := l.Allow(ctx, key)
+				if err != nil {
+					t.Error(err)
+				}
+				answered <- d
+			}()
+			var d ratelimit.Decision
+			select {
+			case d = <-answered:
+			case <-time.After(30 * time.Second):
+				unlock()
+				t.Fatal("a Take of a key being denied waited for its shard's lock")
+			}
+			unlock()
+			require.False(t, d.Allowed)
+			require.Equal(t, decisionOf(model.Take(req(p, 1)), p.MaxCost()), d)
+			require.Equal(t, denied.Limit, d.Limit)
+
+			// A refund gives quota back.
+			_, err = l.Refund(ctx, key, 1)
+			require.NoError(t, err)
+			_, ok := model.Refund(req(p, 1))
+			require.True(t, ok)
+			require.False(t, denying(), "a refund left the denial published")
+			allow(true)
+			allow(false)
+
+			// A charge takes more, past the limit: the count says so.
+			require.True(t, denying())
+			_, err = l.Charge(ctx, key, 2)
+			require.NoError(t, err)
+			model.Charge(req(p, 2))
+			require.False(t, denying(), "a charge left the denial published")
+			allow(false)
+
+			// A reset forgets the key.
+			require.True(t, denying())
+			require.NoError(t, l.Reset(ctx, key))
+			model.Reset(ratelimit.DefaultPrefix, key)
+			require.False(t, denying(), "a reset left the denial published")
+			allow(true)
+			for range 2 {
+				allow(true)
+			}
+			allow(false)
+
+			// A higher limit admits at once: the copy is decided under
+			// the request's rule.
+			require.True(t, denying())
+			higher := ratelimit.NewPolicy(alg, 5, time.Hour)
+			require.NoError(t, l.SetPolicy(higher))
+			allow(true)
+			require.NoError(t, l.SetPolicy(p))
+			allow(false)
+
+			// The window passing admits.
+			require.True(t, denying())
+			clock.now = clock.now.Add(2 * time.Hour)
+			allow(true)
+			require.False(t, denying())
+		})
+	}
+}
+
+// Many goroutines hammering keys at their limit while another refunds:
+// what each key holds at the end is exactly what it admitted less what was
+// refunded, and never more than its limit, as denials without the lock and
+// the locked path's admissions and refunds interleave.
+func TestConcurrentDenialsAdmitExactly(t *testing.T) {
+	const limit, goroutines, takes, refunds = 20, 8, 400, 30
+	ctx := context.Background()
+	s, err := memory.New(memory.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer s.Close()
+	for _, alg := range denyingAlgorithms {
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, limit, time.Hour), ratelimit.WithPrefix("exact:"))
+		require.NoError(t, err)
+		for _, key := range []string{"a", "b"} {
+			var admitted, refunded atomic.Int64
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range takes {
+						d, err := l.Allow(ctx, key)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range refunds {
+					if _, err := l.Refund(ctx, key, 1); err == nil {
+						refunded.Add(1)
+					}
+				}
+			}()
+			wg.Wait()
+			held := admitted.Load() - refunded.Load()
+			require.GreaterOrEqual(t, admitted.Load(), int64(limit), "%v, key %q", alg, key)
+			require.LessOrEqual(t, held, int64(limit), "%v, key %q: admitted %d, refunded %d", alg, key, admitted.Load(), refunded.Load())
+			d, err := l.Peek(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, held, int64(d.Count), "%v, key %q: admitted %d, refunded %d", alg, key, admitted.Load(), refunded.Load())
+		}
+	}
+}
