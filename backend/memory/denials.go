@@ -25,11 +25,13 @@ import (
 // used, and the sweep that clears the mark withdraws it, so a key denied
 // without the lock is never evicted before one used since.
 //
-// The slots are a cache on the key's tag, twice as many as the index has: a
-// key's copy is in one of the ways slots from its home (the tag's low
-// bits), most often the first. A key whose ways are all taken is not
-// published, and its Takes go through the lock; a published key is never
-// displaced, so keys sharing slots do not take turns copying their states.
+// The slots are a cache on the key's tag, twice as many as the index has
+// (they grow with it, the copies moved over): a key's copy is in one of
+// the ways slots from its home (the tag's low bits), most often the first.
+// A key whose ways are all taken is not published, and its Takes go
+// through the lock; a published key is never displaced, so keys sharing
+// slots do not take turns copying their states (docs/figures.md measures
+// the other layouts).
 type denials[S any] struct {
 	slots atomic.Pointer[[]atomic.Pointer[denial[S]]]
 }
@@ -70,25 +72,37 @@ func (t *table[S]) publish(ref uint32, r *record[S]) {
 		return
 	}
 	p := t.den.slots.Load()
-	if p == nil || len(*p) < 2*len(t.ix.slots) { // grown with the index: what was published before is dropped
-		for _, e := range t.ix.slots {
-			if e.ref != 0 {
-				t.at(e.ref).published = false
+	if p == nil || len(*p) < 2*len(t.ix.slots) { // grown with the index, the copies moved over
+		slots := make([]atomic.Pointer[denial[S]], max(ways, 2*len(t.ix.slots)))
+		if p != nil {
+			for i := range *p {
+				if e := (*p)[i].Load(); e != nil {
+					if j, ok := free(slots, t.at(e.ref).tag); ok {
+						slots[j].Store(e)
+					} else {
+						t.at(e.ref).published = false
+					}
+				}
 			}
 		}
-		slots := make([]atomic.Pointer[denial[S]], max(ways, 2*len(t.ix.slots)))
 		p = &slots
 		t.den.slots.Store(p)
 	}
-	slots := *p
+	if i, ok := free(*p, r.tag); ok {
+		(*p)[i].Store(&denial[S]{key: r.key, scope: r.scope, ref: ref, st: r.st})
+		r.published = true
+	}
+}
+
+// free is a free slot of tag's ways, if there is one.
+func free[S any](slots []atomic.Pointer[denial[S]], tag uint32) (uint32, bool) {
 	mask := uint32(len(slots) - 1)
-	for i, j := r.tag&mask, 0; j < ways; i, j = (i+1)&mask, j+1 {
+	for i, j := tag&mask, 0; j < ways; i, j = (i+1)&mask, j+1 {
 		if slots[i].Load() == nil {
-			slots[i].Store(&denial[S]{key: r.key, scope: r.scope, ref: ref, st: r.st})
-			r.published = true
-			return
+			return i, true
 		}
 	}
+	return 0, false
 }
 
 // denies reports whether t's denials may be published: those of an O(1)

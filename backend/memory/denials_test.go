@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,4 +184,35 @@ func TestConcurrentDenialsAdmitExactly(t *testing.T) {
 			require.Equal(t, held, int64(d.Count), "%v, key %q: admitted %d, refunded %d", alg, key, admitted.Load(), refunded.Load())
 		}
 	}
+}
+
+// A table's slots for copies grow with its index: the copies published
+// before move over, so a key denied for long keeps being decided without
+// the lock while new keys arrive.
+func TestCopiesMoveOverAsTheIndexGrows(t *testing.T) {
+	ctx := context.Background()
+	s, err := memory.New(memory.WithShards(1), memory.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer s.Close()
+	l, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.GCRA, 1, time.Hour))
+	require.NoError(t, err)
+	deny := func(key string) {
+		for range 3 { // admitted, denied, denied marked used
+			_, err := l.Allow(ctx, key)
+			require.NoError(t, err)
+		}
+	}
+	deny("early")
+	require.True(t, s.Denying(ratelimit.DefaultPrefix, "early", ratelimit.GCRA))
+	for i := range 1000 {
+		deny(fmt.Sprint("later-", i))
+	}
+	require.True(t, s.Denying(ratelimit.DefaultPrefix, "early", ratelimit.GCRA), "a copy was dropped as the index grew")
+	published := 0
+	for i := range 1000 {
+		if s.Denying(ratelimit.DefaultPrefix, fmt.Sprint("later-", i), ratelimit.GCRA) {
+			published++
+		}
+	}
+	require.GreaterOrEqual(t, published, 950, "keys denied, most with a copy (a key whose slots are taken has none)")
 }

@@ -9,14 +9,18 @@
 // one hash of the key through an index of the store's own. A sliding log is
 // a sorted slice of timestamps, pruned by binary search; a warm key decides
 // without allocating. TakeAll decides any requests together, under the
-// locks of their shards.
+// locks of their shards. A key of an O(1) algorithm being denied on the
+// store's clock, the common case under abuse, is decided without any lock,
+// on an immutable copy of its state published by its last denial (see
+// denials): a flood at one key costs no atomic write and no waiting.
 //
 // The store is bounded twice: by keys (WithMaxKeys) and by the entries of
 // sliding logs (WithMaxEntries), which hold one entry per admitted request
 // in the window; the other algorithms hold O(1) state per key (about 100
-// bytes with the index, beside the key's own bytes). The worst case is
-// therefore about MaxKeys*130 bytes plus MaxEntries*16 bytes: 13 MB plus
-// 160 MB with the defaults, and the keys. A background sweeper drops keys
+// bytes with the index, beside the key's own bytes; a key being denied
+// about 100 more, its copy and its slots). The worst case is therefore
+// about MaxKeys*230 bytes plus MaxEntries*16 bytes: 23 MB plus 160 MB with
+// the defaults, and the keys. A background sweeper drops keys
 // whose state has expired (its life, or the Limiter's retention, has passed
 // since its last write, on the store's clock), which loses nothing.
 //
