@@ -2,7 +2,6 @@ package memory
 
 import (
 	"sync/atomic"
-	"time"
 	"unique"
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
@@ -133,24 +132,25 @@ func (t *table[S]) withdraw(ref uint32, r *record[S]) {
 	}
 }
 
-// denied decides a Take of req, on the store's clock, without the lock of
-// sh, its shard, when the key's table published a denial that still denies
-// it: it reports whether it did, and out holds the outcome if so. Each
-// algorithm is written out, as in takeHeld.
-func (s *Store) denied(sh *shard, req *backend.Request, rd *ruled, h uint64, out *algorithm.Outcome) bool {
+// denied decides a Take of req at now (0: the store's clock, read only
+// when a copy is found), without the lock of sh, its shard, when the key's
+// table published a denial that still denies it: it reports whether it
+// did, and out holds the outcome if so. Each algorithm is written out, as
+// in takeHeld.
+func (s *Store) denied(sh *shard, req *backend.Request, rd *ruled, h uint64, now int64, out *algorithm.Outcome) bool {
 	tag := tagOf(h)
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
 		if st := sh.gcra.den.find(tag, req.Key, rd.scope); st != nil {
-			return st.DeniesTo(s.now(), &rd.rate, req.Cost, out)
+			return st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
 		}
 	case backend.FixedWindow:
 		if st := sh.fixed.den.find(tag, req.Key, rd.scope); st != nil {
-			return st.DeniesTo(s.now(), &rd.rate, req.Cost, out)
+			return st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
 		}
 	case backend.SlidingWindowCounter:
 		if st := sh.counter.den.find(tag, req.Key, rd.scope); st != nil {
-			return st.DeniesTo(s.now(), &rd.rate, req.Cost, out)
+			return st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
 		}
 	}
 	return false
@@ -164,13 +164,13 @@ func (s *Store) deniedGuarded(sh *shard, req *backend.Request, rd *ruled, h uint
 			ok, err = false, panicked(r)
 		}
 	}()
-	return s.denied(sh, req, rd, h, out), nil
+	return s.denied(sh, req, rd, h, 0, out), nil
 }
 
-// now is micros, with the default clock's written out.
-func (s *Store) now() int64 {
-	if s.clock != nil {
-		return s.micros()
+// at is now, or the store's clock when now is 0.
+func (s *Store) at(now int64) int64 {
+	if now != 0 {
+		return now
 	}
-	return s.startMicros + int64(time.Since(s.start)/time.Microsecond)
+	return s.micros()
 }
