@@ -143,9 +143,12 @@ func (s *Store) hash(req *backend.Request, rd *ruled) uint64 {
 // runs there cannot panic but on a broken invariant: an index probe masked
 // to its slots, a ref the index handed out, and the algorithms' integer
 // arithmetic over a Rule's rate, whose divisors NewRule keeps at least 1.
-// Everything else (a new key, which may evict; a sliding log; a caller's
-// clock, which is the caller's code) is decided under guard, which turns a
-// panic into an error wrapping backend.ErrStore.
+// Such a key that the store is denying is decided with no lock at all, on
+// an immutable copy of its state (denied): the same arithmetic, over
+// slots read with atomic loads. Everything else (a new key, which may
+// evict; a sliding log; a caller's clock, which is the caller's code) is
+// decided under guard, which turns a panic into an error wrapping
+// backend.ErrStore.
 func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
 	if err = ctx.Err(); err != nil {
 		return
