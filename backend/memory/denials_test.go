@@ -216,3 +216,39 @@ func TestCopiesMoveOverAsTheIndexGrows(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, published, 950, "keys denied, most with a copy (a key whose slots are taken has none)")
 }
+
+// On the store's default clock, the path a Take takes when no clock is
+// given: a denied key answers while its shard is locked elsewhere too.
+func TestADeniedKeyAnswersWithItsShardLockedOnTheDefaultClock(t *testing.T) {
+	ctx := context.Background()
+	s, err := memory.New(memory.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer s.Close()
+	for _, alg := range denyingAlgorithms {
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, 1, time.Hour))
+		require.NoError(t, err)
+		for range 3 { // admitted, denied, denied marked used
+			_, err := l.Allow(ctx, "abuser")
+			require.NoError(t, err)
+		}
+		require.True(t, s.Denying(ratelimit.DefaultPrefix, "abuser", alg), "%v", alg)
+		unlock := s.LockShard(ratelimit.DefaultPrefix, "abuser", alg)
+		answered := make(chan ratelimit.Decision, 1)
+		go func() {
+			d, err := l.Allow(ctx, "abuser")
+			if err != nil {
+				t.Error(err)
+			}
+			answered <- d
+		}()
+		select {
+		case d := <-answered:
+			unlock()
+			require.False(t, d.Allowed, "%v", alg)
+			require.Positive(t, d.RetryAfter, "%v", alg)
+		case <-time.After(30 * time.Second):
+			unlock()
+			t.Fatalf("%v: a Take of a key being denied waited for its shard's lock", alg)
+		}
+	}
+}
