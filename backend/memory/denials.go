@@ -25,12 +25,15 @@ import (
 // without the lock is never evicted before one used since.
 //
 // The slots are a cache on the key's tag, twice as many as the index has
-// (they grow with it, the copies moved over): a key's copy is in one of
-// the ways slots from its home (the tag's low bits), most often the first.
-// A key whose ways are all taken is not published, and its Takes go
-// through the lock; a published key is never displaced, so keys sharing
-// slots do not take turns copying their states (docs/figures.md measures
-// the other layouts).
+// (they grow with it, the copies moved over): a key's copy is in the first
+// free one of the ways slots from its home (the tag's low bits), most often
+// the home itself, and a reader stops at a free slot, so that a Take of a
+// key with no copy seldom reads another's. A copy a withdrawal left behind
+// a free slot is missed, and made again, nearer its home, by the key's
+// next Take under the lock. A key whose ways are all taken is not
+// published, and its Takes go through the lock; a published key is never
+// displaced, so keys sharing slots do not take turns copying their states
+// (docs/figures.md measures the other layouts).
 type denials[S any] struct {
 	slots atomic.Pointer[[]atomic.Pointer[denial[S]]]
 }
@@ -56,7 +59,11 @@ func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *S {
 	slots := *p
 	mask := uint32(len(slots) - 1)
 	for i, j := tag&mask, 0; j < ways; i, j = (i+1)&mask, j+1 {
-		if e := slots[i].Load(); e != nil && e.key == key && e.scope == sc {
+		e := slots[i].Load()
+		if e == nil { // publish takes the first free slot: a key seen past one is published again
+			return nil
+		}
+		if e.key == key && e.scope == sc {
 			return &e.st
 		}
 	}
