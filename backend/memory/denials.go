@@ -71,10 +71,10 @@ func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *S {
 }
 
 // publish copies r's state (ref's, in t) for readers without the lock,
-// when it is marked used and one of its slots is free; the caller holds
-// the lock.
+// when it is marked used, has no copy yet and one of its slots is free;
+// the caller holds the lock.
 func (t *table[S]) publish(ref uint32, r *record[S]) {
-	if !r.used {
+	if !r.used || r.published {
 		return
 	}
 	p := t.den.slots.Load()
@@ -139,12 +139,12 @@ func (t *table[S]) withdraw(ref uint32, r *record[S]) {
 	}
 }
 
-// denied decides a Take of req at now (0: the store's clock, read only
-// when a copy is found), without the lock of sh, its shard, when the key's
-// table published a denial that still denies it: it reports whether it
-// did, and out holds the outcome if so. Each algorithm is written out, as
-// in takeHeld.
-func (s *Store) denied(sh *shard, req *backend.Request, rd *ruled, h uint64, now int64, out *algorithm.Outcome) bool {
+// denied decides a Take of req at *now (0: the store's clock, read into it
+// only when a copy is found), without the lock of sh, its shard, when the
+// key's table published a denial that still denies it: it reports whether
+// it did, and out holds the outcome if so. Each algorithm is written out,
+// as in takeHeld.
+func (s *Store) denied(sh *shard, req *backend.Request, rd *ruled, h uint64, now *int64, out *algorithm.Outcome) bool {
 	tag := tagOf(h)
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
@@ -171,13 +171,31 @@ func (s *Store) deniedGuarded(sh *shard, req *backend.Request, rd *ruled, h uint
 			ok, err = false, panicked(r)
 		}
 	}()
-	return s.denied(sh, req, rd, h, 0, out), nil
+	var now int64
+	return s.denied(sh, req, rd, h, &now, out), nil
 }
 
-// at is now, or the store's clock when now is 0.
-func (s *Store) at(now int64) int64 {
-	if now != 0 {
-		return now
+// at is *now, which it reads from the store's clock first when it is 0.
+func (s *Store) at(now *int64) int64 {
+	if *now == 0 {
+		*now = s.micros()
 	}
-	return s.micros()
+	return *now
+}
+
+// allDenied decides reqs, a TakeAll on the store's default clock, without
+// any lock when each request has a published denial that still denies it:
+// nothing is recorded, and each outcome is what its Peek would say, as
+// under the locks (see TakeAll). It reads the clock once, at the first
+// copy, and reports false at the first request that has none, or that its
+// copy admits: the caller then takes the locks, and writes every outcome.
+func (s *Store) allDenied(reqs []backend.Request, rds []*ruled, hashes []uint64, outs []backend.Outcome) bool {
+	var now int64
+	for i := range reqs {
+		sh := &s.shards[hashes[i]&s.mask]
+		if reqs[i].Now != 0 || rds[i].block != 0 || !sh.denying.Load() || !s.denied(sh, &reqs[i], rds[i], hashes[i], &now, &outs[i]) {
+			return false
+		}
+	}
+	return true
 }

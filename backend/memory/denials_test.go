@@ -149,6 +149,12 @@ func TestConcurrentDenialsAdmitExactly(t *testing.T) {
 		require.NoError(t, err)
 		for _, key := range []string{"a", "b"} {
 			var admitted, refunded atomic.Int64
+			for range limit + 2 { // at its limit, and published: the goroutines start without the lock
+				if d, err := l.Allow(ctx, key); err == nil && d.Allowed {
+					admitted.Add(1)
+				}
+			}
+			require.True(t, s.Denying("exact:", key, alg), "%v: the test no longer starts from a published denial", alg)
 			var wg sync.WaitGroup
 			for range goroutines {
 				wg.Add(1)
@@ -251,4 +257,64 @@ func TestADeniedKeyAnswersWithItsShardLockedOnTheDefaultClock(t *testing.T) {
 			t.Fatalf("%v: a Take of a key being denied waited for its shard's lock", alg)
 		}
 	}
+}
+
+// A Multi over the store decides with TakeAll, whose denials publish copies
+// as a Take's do: when every policy's key is being denied, on the default
+// clock, it is answered without any lock, and each policy's Decision is
+// what its Peek says; when one of them still admits, the locks decide, and
+// nothing is recorded past a limit.
+func TestAMultiOfKeysBeingDeniedTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	s, err := memory.New(memory.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer s.Close()
+	fixed, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.FixedWindow, 1, time.Hour), ratelimit.WithPrefix("f:"))
+	require.NoError(t, err)
+	gcra, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.GCRA, 1, time.Hour), ratelimit.WithPrefix("g:"))
+	require.NoError(t, err)
+	m, err := ratelimit.NewMulti(fixed, gcra)
+	require.NoError(t, err)
+	for range 3 { // admitted; denied (TakeAll's peeks); denied, the keys marked used: published
+		_, err := m.Allow(ctx, "abuser", "abuser")
+		require.NoError(t, err)
+	}
+	require.True(t, s.Denying("f:", "abuser", ratelimit.FixedWindow), "a Multi's denials publish no copy")
+	require.True(t, s.Denying("g:", "abuser", ratelimit.GCRA), "a Multi's denials publish no copy")
+
+	unlock := s.LockShard("g:", "abuser", ratelimit.GCRA)
+	answered := make(chan ratelimit.MultiDecision, 1)
+	go func() {
+		d, err := m.Allow(ctx, "abuser", "abuser")
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- d
+	}()
+	var d ratelimit.MultiDecision
+	select {
+	case d = <-answered:
+		unlock()
+	case <-time.After(30 * time.Second):
+		unlock()
+		t.Fatal("a Multi of keys being denied waited for a shard's lock")
+	}
+	require.False(t, d.Allowed)
+	peeked, err := m.Peek(ctx, "abuser", "abuser")
+	require.NoError(t, err)
+	for i, got := range d.Decisions {
+		want := peeked.Decisions[i]
+		require.False(t, got.Allowed, "policy %d", i)
+		require.Equal(t, want.Count, got.Count, "policy %d", i)
+		require.Equal(t, want.Limit, got.Limit, "policy %d", i)
+		require.Positive(t, got.RetryAfter, "policy %d", i)
+	}
+
+	// A key admitting beside one denied: the locks decide, nothing is taken.
+	d, err = m.Allow(ctx, "abuser", "fresh")
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	p, err := gcra.Peek(ctx, "fresh")
+	require.NoError(t, err)
+	require.Zero(t, p.Count, "a denied Multi recorded a request")
 }

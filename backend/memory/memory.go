@@ -189,7 +189,7 @@ func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
 	now := storeNow
 	if req.Now != 0 {
 		now = req.Now
-	} else if sh.denying.Load() && s.denied(sh, req, rd, h, now, out) {
+	} else if sh.denying.Load() && s.denied(sh, req, rd, h, &now, out) {
 		return nil
 	}
 	sh.mu.Lock()

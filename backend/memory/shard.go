@@ -219,6 +219,10 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 	if o == peek { // what was published stays: a peek writes nothing
 		t.seen(ref, r)
 		*out = st.Peek(now, rule.Rate(), req.Cost)
+		if out.RetryAfter != 0 && rd.block == 0 && t.denies() { // as a Take's denial: TakeAll peeks first
+			t.publish(ref, r)
+			sh.publishes()
+		}
 		return nil
 	}
 	t.used(ref, r)
