@@ -30,6 +30,36 @@ func (b *Bucket) Peek(now int64, r Rate, n int64) (out Outcome) {
 // rate counts as its requests' worth rounded up, at most a burst, in r's
 // unit, drained at r's rate since it was written (see the package rules).
 func (b *Bucket) levelAt(now int64, r *Rate) int64 {
+	if b.under(r, now) {
+		return b.drainedTo(now, r)
+	}
+	return b.levelOther(now, r)
+}
+
+// under reports whether the level was written under r before now: the
+// common case, which drainedTo computes inline (decide's hot path makes
+// no call for it: a call is a fiftieth of a decision).
+func (b *Bucket) under(r *Rate, now int64) bool {
+	return b.unit == r.Unit && b.drain == r.Drain && now > b.at
+}
+
+// drainedTo is levelAt when under(r, now). It is drained once now-b.at
+// reaches ceilDiv(level, drain): past level-1 µs at a drain of 1 (no
+// division), past (level-1)/drain at any other. An empty bucket (level-1
+// below 0) is drained.
+func (b *Bucket) drainedTo(now int64, r *Rate) int64 {
+	elapsed, last := now-b.at, b.level-1
+	if r.Drain != 1 {
+		last /= r.Drain
+	}
+	if elapsed > last {
+		return 0
+	}
+	return b.level - elapsed*r.Drain
+}
+
+// levelOther is levelAt when not under(r, now).
+func (b *Bucket) levelOther(now int64, r *Rate) int64 {
 	level := b.level
 	if level == 0 {
 		return 0
@@ -48,7 +78,12 @@ func (b *Bucket) levelAt(now int64, r *Rate) int64 {
 
 func (b *Bucket) decide(now int64, r *Rate, n int64, record bool, out *Outcome) (e Effect) {
 	now = b.keyTime(now)
-	level, capacity := b.levelAt(now, r), r.Burst*r.Unit
+	level, capacity := int64(0), r.Burst*r.Unit
+	if b.under(r, now) { // levelAt, inline
+		level = b.drainedTo(now, r)
+	} else {
+		level = b.levelOther(now, r)
+	}
 	out.set(0, 0, now)
 	if n*r.Unit > capacity-level {
 		out.deny(ceilDiv(level+n*r.Unit-capacity, r.Drain))
@@ -83,13 +118,14 @@ func (b *Bucket) set(now, level int64, r *Rate) {
 // bucketCount is the requests' worth of quota that level holds, and when
 // that number next drops.
 func bucketCount(level, now int64, r *Rate) (count, next int64) {
-	if full := r.Burst * r.Unit; level > full-r.Unit && level <= full {
-		count = r.Burst // a full bucket, the common denial: no division
-	} else {
-		count = ceilDiv(level, r.Unit)
-	}
-	if count == 0 {
+	if level == 0 {
 		return 0, now
+	}
+	// A full bucket (level in (full-unit, full]), the common denial, holds
+	// a burst: no division.
+	count = r.Burst
+	if uint64(count*r.Unit-level) >= uint64(r.Unit) {
+		count = ceilDiv(level, r.Unit)
 	}
 	return count, now + ceilDiv(level-(count-1)*r.Unit, r.Drain)
 }
