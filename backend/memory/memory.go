@@ -178,7 +178,12 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outc
 // back is (package algorithm's rules): the decisions on a key keep the
 // order of the lock, and a state never moves back.
 func (s *Store) takeTo(req *backend.Request, out *algorithm.Outcome) error {
-	rd := ruleOf(req.Rule)
+	var rd *ruled
+	if v, ok := req.Rule.Owned(owned); ok { // ruleOf, inline: a rule seen before
+		rd = v.(*ruled)
+	} else {
+		rd = ruleOf(req.Rule)
+	}
 	h := s.hash(req, rd)
 	sh := &s.shards[h&s.mask]
 	if s.clock != nil || rd.block != 0 { // a penalty box is guard's, through sh.take

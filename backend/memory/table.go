@@ -121,8 +121,18 @@ func (t *table[S]) drop(ref uint32) int {
 }
 
 // used records a use of ref, whose state the caller may write: its
-// published denial, if any, is withdrawn (see seen).
+// published denial, if any, is withdrawn (see seen). A record already
+// marked used (so protected) with no copy out is left as it is, with no
+// call: that is a held key's common use.
 func (t *table[S]) used(ref uint32, r *record[S]) {
+	if r.used && !r.published {
+		return
+	}
+	t.use(ref, r)
+}
+
+// use is used past its common case.
+func (t *table[S]) use(ref uint32, r *record[S]) {
 	if r.published {
 		t.withdraw(ref, r)
 	}
