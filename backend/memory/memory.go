@@ -137,18 +137,20 @@ func (s *Store) hash(req *backend.Request, rd *ruled) uint64 {
 
 // Take implements backend.Store.
 //
-// A key already held under an O(1) algorithm, on the store's own clock, is
-// decided here (takeHeld): its lock is released by a deferred Unlock, with
-// no recover, whose cost a decision would feel (docs/figures.md). What
-// runs there cannot panic but on a broken invariant: an index probe masked
-// to its slots, a ref the index handed out, and the algorithms' integer
-// arithmetic over a Rule's rate, whose divisors NewRule keeps at least 1.
-// Such a key that the store is denying is decided with no lock at all, on
+// A key already held, on the store's own clock, is decided here
+// (takeHeld; a sliding log's when its shard has room for one more entry,
+// so that nothing is shed): its lock is released by a deferred Unlock,
+// with no recover, whose cost a decision would feel (docs/figures.md).
+// What runs there cannot panic but on a broken invariant: an index probe
+// masked to its slots, a ref the index handed out, the algorithms' integer
+// arithmetic over a Rule's rate, whose divisors NewRule keeps at least 1,
+// and a log's slices within its head and length. Such a key of an O(1)
+// algorithm that the store is denying is decided with no lock at all, on
 // an immutable copy of its state (denied): the same arithmetic, over
 // slots read with atomic loads. Everything else (a new key, which may
-// evict; a sliding log; a caller's clock, which is the caller's code) is
-// decided under guard, which turns a panic into an error wrapping
-// backend.ErrStore.
+// evict; a log at its shard's bound of entries, which sheds; a caller's
+// clock, which is the caller's code) is decided under guard, which turns a
+// panic into an error wrapping backend.ErrStore.
 func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
 	if err = ctx.Err(); err != nil {
 		return

@@ -116,9 +116,10 @@ func (sh *shard) permit(req *backend.Request, rd *ruled, h uint64, now, storeNow
 	return nil
 }
 
-// takeHeld decides a Take of a key the shard holds under an O(1)
-// algorithm, on the record's concrete state, and reports whether it did:
-// false changes nothing (see Store.Take).
+// takeHeld decides a Take of a key the shard holds, on the record's
+// concrete state (a sliding log's when the shard has room for one more
+// entry), and reports whether it did: false changes nothing (see
+// Store.Take).
 func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeNow int64, out *algorithm.Outcome) bool {
 	// The three cases are written out: a generic helper calls TakeTo
 	// through its dictionary or a func value, and escape analysis then
@@ -156,6 +157,18 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 				sh.counter.publish(ref, r)
 				sh.publishes()
 			}
+			return true
+		}
+	case backend.SlidingWindow:
+		// A Take adds one entry at most: with room for it, the shard
+		// sheds nothing (takeIn's case otherwise). A log is never
+		// published (its denial is not O(1)).
+		if ref, r := sh.log.find(h, req.Key, rd.scope); r != nil && sh.entries < sh.maxEntries {
+			sh.log.used(ref, r)
+			before := r.st.Len()
+			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
+			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
+			sh.entries += r.st.Len() - before
 			return true
 		}
 	}
