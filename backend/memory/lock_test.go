@@ -11,41 +11,56 @@ import (
 )
 
 // A decision releases its shard's lock on every path, a panic's included.
-// takeHeld (a held key under an O(1) algorithm, the store's clock) has a
+// takeHeld (a held key, a sliding log's included, on the store's clock) has a
 // deferred Unlock and no recover: a panic there, which takes a broken
 // invariant (here a chunk of the slab dropped), goes to the caller with the
 // shard unlocked. Every other path recovers: a store clock that panics is
 // an error wrapping ErrStore, and the shard is unlocked.
 func TestADecisionThatPanicsLeavesItsShardUnlocked(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range []backend.Algorithm{backend.GCRA, backend.SlidingWindow} {
+		burst := int64(0)
+		if alg == backend.GCRA {
+			burst = 10
+		}
+		rule, err := backend.NewRule(alg, 10, time.Second, burst, time.Second, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(WithShards(1), WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Take(ctx, backend.Request{Rule: rule, Key: "k", Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		sh := &s.shards[0]
+		// The held key's record is gone: takeHeld dereferences nil.
+		if alg == backend.SlidingWindow {
+			sh.log.chunks[0] = nil
+		} else {
+			sh.gcra.chunks[0] = nil
+		}
+		panicked := func() (p any) {
+			defer func() { p = recover() }()
+			_, _ = s.Take(ctx, backend.Request{Rule: rule, Key: "k", Cost: 1})
+			return nil
+		}()
+		if panicked == nil {
+			t.Fatalf("%v: a take through a broken slab did not panic: the test no longer reaches takeHeld", alg)
+		}
+		if !sh.mu.TryLock() {
+			t.Fatalf("%v: the shard stayed locked after a panic in takeHeld", alg)
+		}
+		sh.mu.Unlock()
+	}
+
 	rule, err := backend.NewRule(backend.GCRA, 10, time.Second, 10, time.Second, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := backend.Request{Rule: rule, Key: "k", Cost: 1}
-	ctx := context.Background()
-
-	s, err := New(WithShards(1), WithSweepInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Take(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	sh := &s.shards[0]
-	sh.gcra.chunks[0] = nil // the held key's record is gone: takeHeld dereferences nil
-	panicked := func() (p any) {
-		defer func() { p = recover() }()
-		_, _ = s.Take(ctx, req)
-		return nil
-	}()
-	if panicked == nil {
-		t.Fatal("a take through a broken slab did not panic: the test no longer reaches takeHeld")
-	}
-	if !sh.mu.TryLock() {
-		t.Fatal("the shard stayed locked after a panic in takeHeld")
-	}
-	sh.mu.Unlock()
 
 	boom, err := New(WithShards(1), WithSweepInterval(0), WithStoreClock(func() time.Time { panic("boom") }))
 	if err != nil {
