@@ -45,6 +45,7 @@ local function decide(a, k, op)
   if b == 0 then b = nil end
   local next_k = k + nkeys + (b and 1 or 0)
   kblock, block, op0, now0, maxcost = nil, b, op, now, p1 -- no body boxes: this script does
+  now_arg = own_clock ~= 0 and argv[a + 2] or nil
   if b then
     kblock = keys[k + nkeys]
     box_check()

@@ -126,6 +126,18 @@ local function num(x)
   if slow_numbers then return string.format('%d', x) end
   return x
 end
+
+-- now_arg is the argument that gave the request's time now0 (a caller's
+-- time, or an estimate's with its sign), nil when the script read TIME:
+-- time_text(x) is num(x) for a time x, that argument's digits where x is
+-- now0 and the server formats numbers slowly (a copy of the text costs
+-- it less than formatting the number: docs/figures.md, "Numbers as text").
+local now_arg
+local function time_text(x)
+  if not slow_numbers or not now_arg or x ~= now0 then return num(x) end
+  if string.byte(now_arg, 1) == 45 then return string.sub(now_arg, 2) end -- '-': an estimate
+  return now_arg
+end
 -- packed is the answer of a call of one request: r's five numbers, as
 -- little-endian doubles in one string (exact: every one is an integer
 -- below 2^53). A table costs the server more to answer with: before its

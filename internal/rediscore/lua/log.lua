@@ -63,12 +63,12 @@ end
 -- nil and the error when log is of another type (a take's first command
 -- on the log may be this one: sliding types the log then).
 local function add_entry(log, score, cost, held, n)
-  local span = math.max(4096, 2 * held)
+  local span, at = math.max(4096, 2 * held), time_text(score)
   for _ = 1, span do
     n = n % span + 1
     local member = num(n)
     if cost > 1 then member = member .. ':' .. cost end
-    local added = redis.pcall('ZADD', log, 'NX', num(score), member)
+    local added = redis.pcall('ZADD', log, 'NX', at, member)
     if wrong_type(added) then return nil, added end
     if added == 1 then return n, member end
   end
@@ -127,12 +127,19 @@ end
 -- read_meta is what the meta v (GET's answer: false for none) holds: n,
 -- x, t, o, e and c (see decide_log), or nil for no meta or one that is
 -- none of ours (a number out of its bounds, another length or type).
+-- It keeps what it read last (a string's content is its value, and
+-- equal strings are one object in Lua: comparing them costs nothing), so
+-- that a meta parsed once is not parsed again by the next step of a call.
+local last_v, last_seq, last_extra, last_newest, last_oldest, last_expires, last_entries
 local function read_meta(v)
+  if v == last_v then return last_seq, last_extra, last_newest, last_oldest, last_expires, last_entries end
   if wrong_type(v) or not v or #v ~= 48 then return nil end -- a meta of another type is none of ours
   local seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v)
-  if seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
+  if not (seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
       and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
-      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log + 1 and entries % 1 == 0 then
-    return seq, extra, newest, oldest, expires, entries
+      and expires >= -1 and expires <= max_time and expires % 1 == 0 and entries >= -1 and entries <= max_log + 1 and entries % 1 == 0) then
+    seq, extra, newest, oldest, expires, entries = nil, nil, nil, nil, nil, nil
   end
+  last_v, last_seq, last_extra, last_newest, last_oldest, last_expires, last_entries = v, seq, extra, newest, oldest, expires, entries
+  return seq, extra, newest, oldest, expires, entries
 end

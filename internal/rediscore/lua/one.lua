@@ -25,6 +25,7 @@ now, own_clock = clock_of(now)
 block, news = box_len > 0 and box_len or nil, ARGV[6]
 kblock = block and KEYS[#KEYS] or nil -- a penalty box: its key is the last
 op0, now0, maxcost, boxed_until = op, now, p1, nil
+now_arg = own_clock ~= 0 and ARGV[2] or nil
 if kblock then
   local b = tonumber(redis.pcall('GET', kblock)) -- distrusted, as state
   if b and b > now0 and b <= max_time and b % 1 == 0 then

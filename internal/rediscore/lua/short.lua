@@ -305,7 +305,7 @@ local function sliding(log, meta, op, now, cost, retain, limit, window, own_cloc
   if limit > short_log then -- the sorted set's: its TYPE, where a GET of it would be an error
     local v = redis.pcall('GET', meta)
     if op == 'take' then -- a take needs no TYPE: its first command on the log tells it
-      local r = take_stale(log, meta, v, now, cost, retain, limit, window, own_clock, at)
+      local r = take_on_meta(log, meta, v, now, cost, retain, limit, window, own_clock, at)
       if r then return r end
       -- decide_log's take writes nothing before its first command on the
       -- log, which raises WRONGTYPE for a short log (or another type):
