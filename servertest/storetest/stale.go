@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +18,13 @@ import (
 	"github.com/ratelimit-go/ratelimit/servertest/testserver"
 )
 
-// StaleTakes checks a take on a long log whose every entry has left the
-// window (the scripts' stale take: its entry goes in before the stale ones
-// go): admitted with a count of its own cost, the log never emptied, so
-// that its TTL stands on the server's clock; and exact when the log and
-// its meta parted or the log is of another type. On a server of its own.
+// StaleTakes checks the takes a long log decides on its meta alone. One
+// on a log whose every entry has left the window (its entry goes in before
+// the stale ones go): admitted with a count of its own cost, the log never
+// emptied, so that its TTL stands on the server's clock; and exact when
+// the log and its meta parted or the log is of another type. Takes on a
+// log whose entries are all in the window: the meta kept exact. On a
+// server of its own.
 func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	addr := testserver.Own(t, kind).Addr
 	t.Run("the key's TTL stands", func(t *testing.T) { staleKeepsTTL(t, addr, newStore) })
@@ -54,6 +58,63 @@ func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
 		t.Run("a stale log "+name, func(t *testing.T) { staleParted(t, addr, newStore, part) })
 	}
 	t.Run("a log of one entry: the entry re-timed", func(t *testing.T) { staleOneEntry(t, addr, newStore) })
+	t.Run("takes in the window: the meta exact", func(t *testing.T) { freshTakes(t, addr, newStore) })
+}
+
+// freshTakes: takes on a log whose entries are all in the window, of costs
+// 1 and 3, leave the meta telling what the log holds (its entries, their
+// units past one each, the newest and the oldest entry's times) after
+// each take; each is the meta's GET, one ZADD and one SET, nothing read of
+// the log; the limit's rest is admitted and the next unit denied.
+func freshTakes(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	c := &clockAt{time.Now()}
+	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
+	a := Admin(t, addr)
+	keys := keysOf(t, pre, "k", l.Policy())
+	first, units := c.now.Add(time.Millisecond), 0 // the first take's time
+	take := func(i int) {
+		t.Helper()
+		cost := 1 + 2*(i%2)
+		c.now = c.now.Add(time.Millisecond)
+		d, err := l.AllowN(ctx, "k", cost)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		units += cost
+		require.Equal(t, 200-units, d.Remaining)
+		require.Equal(t, first.Add(time.Minute).UnixMicro(), d.ResetAt.UnixMicro(), "the window resets as the first take leaves")
+	}
+	for i := range 30 {
+		take(i)
+		e := a.ZRangeWithScores(ctx, keys[0], 0, -1).Val()
+		extra := 0
+		for _, z := range e {
+			if _, n, ok := strings.Cut(z.Member.(string), ":"); ok {
+				c, err := strconv.Atoi(n)
+				require.NoError(t, err)
+				extra += c - 1
+			}
+		}
+		meta, err := a.Get(ctx, keys[1]).Bytes()
+		require.NoError(t, err)
+		require.Len(t, meta, 48)
+		f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(meta[8*i:])) }
+		require.Equal(t, [4]float64{float64(extra), e[len(e)-1].Score, e[0].Score, float64(len(e))}, [4]float64{f(1), f(2), f(3), f(5)},
+			"take %d: the meta's x, t, o and c are the log's", i)
+	}
+	require.NoError(t, a.ConfigResetStat(ctx).Err())
+	for i := range 10 {
+		take(i)
+	}
+	calls, err := serverinfo.CommandCalls(ctx, a)
+	require.NoError(t, err)
+	// (and a PEXPIRE: on the caller's clock the keys' TTLs are renewed by
+	// every take, as the script cannot tell how long they have left)
+	require.Equal(t, [3]int64{10, 10, 10}, [3]int64{calls["get"], calls["zadd"], calls["set"]}, "a take: the meta's GET, a ZADD, a SET")
+	for _, cmd := range []string{"zrange", "zcard", "zcount", "zrangebyscore", "zremrangebyscore", "type"} {
+		require.Zero(t, calls[cmd], "no %s", cmd)
+	}
+	require.Equal(t, 200-units, admitAll(t, l, c, "k", 1, time.Millisecond), "the limit's rest")
 }
 
 // staleOneEntry: a take of one unit on a log whose one entry (of one unit)
