@@ -59,6 +59,7 @@ func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
 	}
 	t.Run("a log of one entry: the entry re-timed", func(t *testing.T) { staleOneEntry(t, addr, newStore) })
 	t.Run("takes in the window: the meta exact", func(t *testing.T) { freshTakes(t, addr, newStore) })
+	t.Run("takes that prune some entries", func(t *testing.T) { prunedTakes(t, addr, newStore) })
 }
 
 // freshTakes: takes on a log whose entries are all in the window, of costs
@@ -115,6 +116,56 @@ func freshTakes(t *testing.T, addr string, newStore NewStore) {
 		require.Zero(t, calls[cmd], "no %s", cmd)
 	}
 	require.Equal(t, 200-units, admitAll(t, l, c, "k", 1, time.Millisecond), "the limit's rest")
+}
+
+// prunedTakes: a take on a log of five entries a millisecond apart, the
+// two oldest out of the window, prunes them and counts the three left
+// with its own, the window resetting as the oldest left leaves; and a log
+// parted from its meta (entries in the window lost, or stale entries the
+// meta does not count) still answers exactly: the take counts what the
+// log holds, and the limit's rest is admitted.
+func prunedTakes(t *testing.T, addr string, newStore NewStore) {
+	ctx := context.Background()
+	a := Admin(t, addr)
+	for name, part := range map[string]func(log string, at time.Time) error{
+		"as it was": func(string, time.Time) error { return nil },
+		"the entries in the window lost": func(log string, at time.Time) error {
+			return a.ZRemRangeByRank(ctx, log, 2, -1).Err()
+		},
+		"stale entries it does not count": func(log string, at time.Time) error {
+			for i := range 4 {
+				if err := a.ZAdd(ctx, log, goredis.Z{Score: float64(at.Add(-time.Hour).UnixMicro() + int64(i)), Member: 100 + i}).Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	} {
+		c := &clockAt{time.Now()}
+		l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
+		keys := keysOf(t, pre, "k", l.Policy())
+		times := make([]time.Time, 5)
+		for i := range times {
+			c.now = c.now.Add(time.Millisecond)
+			times[i] = c.now
+			d, err := l.Allow(ctx, "k")
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+		require.NoError(t, part(keys[0], c.now), name)
+		c.now = times[1].Add(time.Minute) // times[0] and times[1] leave the window
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err, name)
+		require.True(t, d.Allowed, name)
+		held := a.ZCount(ctx, keys[0], strconv.FormatInt(c.now.Add(-time.Minute).UnixMicro()+1, 10), "+inf").Val()
+		require.EqualValues(t, 200-held, d.Remaining, "%s: the count is the log's, its own take in", name)
+		if name == "as it was" {
+			require.EqualValues(t, 4, held)
+			require.Equal(t, times[2].Add(time.Minute).UnixMicro(), d.ResetAt.UnixMicro(), "the window resets as the oldest left leaves")
+			require.EqualValues(t, 4, a.ZCard(ctx, keys[0]).Val(), "the two stale entries pruned")
+		}
+		require.EqualValues(t, 200-held, admitAll(t, l, c, "k", 1, 0), "%s: the limit's rest", name)
+	}
 }
 
 // staleOneEntry: a take of one unit on a log whose one entry (of one unit)

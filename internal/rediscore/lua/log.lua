@@ -9,7 +9,10 @@
 -- log_ttl is the TTL (ms) of a log's keys after a write: its window or the
 -- retention, whichever is longer, plus slack (either form).
 local function log_ttl(window, retain)
-  return math.max(math.floor((window + 999) / 1000), retain) + slack
+  local w = window + 999
+  w = (w - w % 1000) / 1000
+  if w < retain then w = retain end
+  return w + slack
 end
 
 -- expiry is the meta's e for keys given ttl_ms (ms) at now_ms on the clock

@@ -10,7 +10,7 @@ local decide_log
 -- otherwise, the log's after the meta's, so that the log is never outlived
 -- by its meta's count.
 local function renewed(log, meta, seq, extra, newest, oldest, entries, expires, now, window, retain, own_clock)
-  local ttl_ms, now_ms = log_ttl(window, retain), math.floor(now / 1000)
+  local ttl_ms, now_ms = log_ttl(window, retain), (now - now % 1000) / 1000
   if lives(expires, now_ms, ttl_ms, own_clock) then
     redis.call('SET', meta, struct.pack('<dddddd', seq, extra, newest, oldest, expires, entries), 'KEEPTTL')
   else
@@ -20,16 +20,21 @@ local function renewed(log, meta, seq, extra, newest, oldest, entries, expires, 
 end
 
 -- take_on_meta takes on a log whose meta v (GET's answer) tells the
--- answer: the two commonest takes, decided in fewer steps than decide_log's
+-- answer: the commonest takes, decided in fewer steps than decide_log's
 -- general ones. It answers nil, having written nothing, for any other
--- take (a denial, a prune to make, a meta none of ours or not knowing the
--- count, a newest entry from the future), or when the log is not a sorted
--- set (sliding types it); decide_log decides those, reading the meta
--- parsed here again at no cost (read_meta keeps its last).
+-- take (a denial, a meta none of ours or not knowing the count, a newest
+-- entry from the future, entries of several units to prune), or when the
+-- log is not a sorted set (sliding types it); decide_log decides those,
+-- reading the meta parsed here again at no cost (read_meta keeps its last).
 --
--- A log with entries in the window and none stale (its oldest after the
--- cutoff), whose count has room: the entry is added and the meta written,
--- the count trusted as decide_log trusts a take's.
+-- A log with entries in the window, whose count has room: the entry is
+-- added and the meta written, the count trusted as decide_log trusts a
+-- take's. Entries that left the window (the oldest at or before the
+-- cutoff) are pruned first, when every entry is one unit and the take
+-- fits the log before the prune: its count then is the meta's less those
+-- removed, its oldest the newest when one is left, else read; a count the
+-- log does not bear out (the two parted) drops the meta, and the take is
+-- decided on the meta rebuilt from the log.
 --
 -- A log whose every entry has left the window (its newest at or before the
 -- cutoff): the take is admitted, and its entry goes in before the stale
@@ -51,9 +56,27 @@ local function take_on_meta(log, meta, v, now, cost, retain, limit, window, own_
   if not seq or newest < 0 or newest > now or entries < 1 or cost > limit then return nil end
   if newest > cutoff then -- entries in the window
     local count = entries + extra
-    if oldest <= cutoff or oldest > newest or cost > limit - count then return nil end
+    if oldest > newest then return nil end
+    if oldest <= cutoff then -- some have left (or o is unknown): pruned, where the take fits whatever is left
+      if extra > 0 or cost > limit - entries then return nil end
+      local removed = redis.pcall('ZREMRANGEBYSCORE', log, '-inf', num(cutoff))
+      if type(removed) == 'table' and wrong_type(removed) then return nil end -- not a sorted set: sliding types the log
+      count = entries - removed -- every entry one unit (extra is 0)
+      if count == 1 then
+        oldest = newest -- the one entry left is the newest
+      elseif count > 1 then
+        oldest = tonumber(redis.call('ZRANGE', log, '0', '0', 'WITHSCORES')[2])
+      end
+      if count < 1 or not oldest or oldest <= cutoff then -- the meta counted entries the log did not hold: they parted
+        redis.call('DEL', meta)
+        return decide_log(log, meta, 'take', now, cost, retain, limit, window, own_clock, at, false)
+      end
+      entries = count
+    elseif cost > limit - count then
+      return nil
+    end
     seq = add_entry(log, now, cost, limit, seq)
-    if not seq then return nil end -- not a sorted set: sliding types the log
+    if not seq then return nil end -- not a sorted set (its first command): sliding types the log
     renewed(log, meta, seq, extra + cost - 1, now, oldest, entries + 1, expires, now, window, retain, own_clock)
     return {1, count + cost, oldest + window, 0, now}
   end
