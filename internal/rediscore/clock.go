@@ -187,5 +187,9 @@ func (c *serverClock) calibrate(server timeReader) {
 		c.next.Store(got + readAgain.Microseconds())
 		return
 	}
-	c.use(reading{offset: t.UnixMicro() - sent, rtt: got - sent, at: got, ok: true})
+	// The reading and the two monotonic times an estimate counts from are
+	// each cut to whole µs: together they may lose almost 2 µs, so the
+	// offset gains one, and an estimate is never behind the server's
+	// clock as TIME reads it (whole µs).
+	c.use(reading{offset: t.UnixMicro() - sent + 1, rtt: got - sent, at: got, ok: true})
 }
