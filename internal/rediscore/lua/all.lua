@@ -6,6 +6,10 @@
 -- at one time); the boxes of its requests, by request (its first argument):
 -- its box, if it has one and is not in it (nil: none has).
 local keys, argv, server_now, boxes
+-- now_text is the last time argument decide read, now_number its number:
+-- a TakeAll's requests on the store's clock share one (the estimate, sent
+-- once), read once a call (docs/figures.md, "A rule read once").
+local now_text, now_number
 
 -- The penalty box of the request decide is at (kblock, block, now0,
 -- maxcost: common.lua): its denial until till; reading it; putting the key
@@ -32,7 +36,10 @@ end
 -- next request's first key. A request whose key is in its penalty box is
 -- denied so, whatever op.
 local function decide(a, k, op)
-  local alg, now, cost = argv[a], tonumber(argv[a + 2]), tonumber(argv[a + 3])
+  local alg, now, cost = argv[a], argv[a + 2], argv[a + 3]
+  if now ~= now_text then now_text, now_number = now, tonumber(now) end
+  now = now_number
+  cost = cost == '1' and 1 or tonumber(cost)
   local own_clock
   if not now and server_now then
     now, own_clock = server_now, 0
@@ -40,7 +47,9 @@ local function decide(a, k, op)
     now, own_clock = clock_of(now)
     if own_clock == 0 then server_now = now end
   end
-  local retain, p1, p2, p3, b = struct.unpack('<ddddd', argv[a + 4])
+  local rule = argv[a + 4]
+  if rule ~= rule_arg then rule_arg, rule_retain, rule_p1, rule_p2, rule_p3, rule_box = rule, struct.unpack('<ddddd', rule) end
+  local retain, p1, p2, p3, b = rule_retain, rule_p1, rule_p2, rule_p3, rule_box
   local nkeys = alg == 'sw' and 2 or 1
   if b == 0 then b = nil end
   local next_k = k + nkeys + (b and 1 or 0)

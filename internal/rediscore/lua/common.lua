@@ -64,6 +64,13 @@ end
 -- them: {key, value, ttl (ms)} each.
 local quiet, pending = false, nil
 
+-- rule_arg is the last rule argument read (a request's packed numbers:
+-- args.go's packRule) and rule_retain to rule_box its numbers: a script
+-- unpacks a rule's argument only when it is not the last one's (equal
+-- strings are one object in Lua, compared at no cost), and a rule's
+-- requests come one after another (docs/figures.md, "A rule read once").
+local rule_arg, rule_retain, rule_p1, rule_p2, rule_p3, rule_box
+
 -- The penalty box (package backend's Rule.Block): kblock, the box's key of
 -- the one request a script decides (nil: the rule has none), block its
 -- length (µs), boxed_until when the key is in it; op0 and now0 the

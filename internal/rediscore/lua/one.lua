@@ -15,8 +15,10 @@
 -- Returns allowed (0 | 1; 2 for a refused refund), count, reset_at (µs),
 --       retry_after (µs), now (µs): a table, which the call answers packed
 --       (common.lua's packed: this text is decide_one's body, lua.go)
-local ka, kb, op, now, cost = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local retain, p1, p2, p3, box_len = struct.unpack('<ddddd', ARGV[4])
+local ka, kb, op, now, cost, rule = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+cost = cost == '1' and 1 or tonumber(cost)
+if rule ~= rule_arg then rule_arg, rule_retain, rule_p1, rule_p2, rule_p3, rule_box = rule, struct.unpack('<ddddd', rule) end
+local retain, p1, p2, p3, box_len = rule_retain, rule_p1, rule_p2, rule_p3, rule_box
 local at = tonumber(ARGV[5])
 quiet, pending = op == 'quiet', nil -- set by every call: a library keeps them between calls
 if quiet then op = 'take' end
