@@ -72,7 +72,7 @@ local function add_entry(log, score, cost, held, n)
     local member = num(n)
     if cost > 1 then member = member .. ':' .. cost end
     local added = redis.pcall('ZADD', log, 'NX', at, member)
-    if wrong_type(added) then return nil, added end
+    if type(added) == 'table' and wrong_type(added) then return nil, added end
     if added == 1 then return n, member end
   end
   error('ratelimit: no free member in the log ' .. log .. ': its state is corrupt')
@@ -136,7 +136,7 @@ end
 local last_v, last_seq, last_extra, last_newest, last_oldest, last_expires, last_entries
 local function read_meta(v)
   if v == last_v then return last_seq, last_extra, last_newest, last_oldest, last_expires, last_entries end
-  if wrong_type(v) or not v or #v ~= 48 then return nil end -- a meta of another type is none of ours
+  if type(v) ~= 'string' or #v ~= 48 then wrong_type(v) return nil end -- a meta of another type is none of ours
   local seq, extra, newest, oldest, expires, entries = struct.unpack('<dddddd', v)
   if not (seq >= 0 and seq <= 2 ^ 53 and seq % 1 == 0 and extra >= 0 and extra <= max_log and extra % 1 == 0
       and newest >= -1 and newest <= max_time and newest % 1 == 0 and oldest >= -1 and oldest <= max_time and oldest % 1 == 0
