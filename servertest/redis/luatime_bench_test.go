@@ -22,7 +22,9 @@ import (
 // reports the Lua's time a call (lua-ns/op). The server's own time in a
 // decision is this, the commands' (INFO commandstats) and the call's
 // dispatch; INFO cannot tell the first from the last, this can, to a few
-// percent between runs:
+// percent between runs. (`go run ./bench/peers -scripts` runs the scripts
+// in a loop too, with their commands on real keys: the server's whole cost
+// a decision, beside redis_rate's; this leaves the commands out.)
 //
 //	go test -run - -bench LuasOwnTime ./servertest/redis
 func BenchmarkLuasOwnTime(b *testing.B) {
