@@ -42,15 +42,16 @@ func useAll(ctx context.Context, checks []check, res *Result) error {
 	all := make([]used, len(checks))
 	var wg sync.WaitGroup
 	for i := 1; i < len(checks); i++ {
+		c := checks[i] // a copy: checks may be the caller's stack
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() {
 				if r := recover(); r != nil { // no panic ends the process from here
-					all[i].err = fmt.Errorf("charging %q: panic: %v", checks[i].key, r)
+					all[i].err = fmt.Errorf("charging %q: panic: %v", c.key, r)
 				}
 			}()
-			all[i].d, all[i].over, all[i].err = useOne(ctx, checks[i])
+			all[i].d, all[i].over, all[i].err = useOne(ctx, c)
 		}()
 	}
 	all[0].d, all[0].over, all[0].err = useOne(ctx, checks[0])

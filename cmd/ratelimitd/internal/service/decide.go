@@ -34,7 +34,11 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 	if s.countAll {
 		return s.count(ctx, checks, res)
 	}
-	enforced := make([]check, 0, len(checks)) // one allocation, not one per growth
+	var stack [stackChecks]check
+	enforced := stack[:0]
+	if len(checks) > len(stack) {
+		enforced = make([]check, 0, len(checks)) // one allocation, not one per growth
+	}
 	var pools []check
 	for _, c := range checks {
 		switch {
@@ -54,7 +58,7 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 			enforced = append(enforced, c)
 		}
 	}
-	undo, err := enforce(ctx, enforced, res)
+	undo, err := enforce(ctx, enforced, res, len(pools) > 0)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -11,8 +12,11 @@ import (
 // enforce decides the enforced checks into their statuses: together when
 // they can be (see together), one by one when their costs differ, none
 // when one admits nothing whatever the others hold (then they are peeked).
-// undo gives back what an admission took (nil when nothing was taken).
-func enforce(ctx context.Context, enforced []check, res *Result) (undo func(context.Context) error, err error) {
+// undo gives back what an admission took: nil when nothing was taken, or
+// when the caller will give nothing back (undoable false). What undo holds
+// is copied for it alone, so that a request with nothing to give back
+// allocates none of it (enforced may be the caller's stack).
+func enforce(ctx context.Context, enforced []check, res *Result, undoable bool) (undo func(context.Context) error, err error) {
 	switch {
 	case len(enforced) == 0:
 		return nil, nil
@@ -23,7 +27,7 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 			return nil, err
 		}
 		setDecision(res, c, d)
-		if !d.Allowed {
+		if !d.Allowed || !undoable {
 			return nil, nil
 		}
 		return func(ctx context.Context) error {
@@ -42,9 +46,13 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 			setDecision(res, c, d)
 			taken = append(taken, d)
 		}
+		if !undoable {
+			return nil, nil
+		}
+		checks := slices.Clone(enforced)
 		return func(ctx context.Context) error {
 			var errs []error
-			for i, c := range enforced {
+			for i, c := range checks {
 				if taken[i].Allowed {
 					_, err := c.limiter.Undo(ctx, c.key, c.cost, taken[i])
 					errs = append(errs, err)
@@ -54,7 +62,12 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 		}, nil
 	}
 	limiters := make([]*ratelimit.Limiter, len(enforced))
-	keys := make([]string, len(enforced))
+	var stack [stackChecks]string // the Multi keeps no key: they stay on the stack
+	keys := stack[:]
+	if len(enforced) > len(stack) {
+		keys = make([]string, len(enforced))
+	}
+	keys = keys[:len(enforced)]
 	for i, c := range enforced {
 		limiters[i], keys[i] = c.limiter, c.key
 	}
@@ -78,10 +91,20 @@ func enforce(ctx context.Context, enforced []check, res *Result) (undo func(cont
 	if !md.Allowed {
 		return nil, peekEach(ctx, unasked, res)
 	}
+	if !undoable {
+		return nil, nil
+	}
+	return undoer(m, slices.Clone(keys), cost, md), nil
+}
+
+// undoer gives back m's admission md of keys at cost. Its own frame holds
+// what the closure captures: in enforce's, md (too large to be captured by
+// value) would go to the heap on every call, undone or not.
+func undoer(m *ratelimit.Multi, keys []string, cost int, md ratelimit.MultiDecision) func(context.Context) error {
 	return func(ctx context.Context) error {
 		_, err := m.Undo(ctx, keys, cost, md)
 		return err
-	}, nil
+	}
 }
 
 // peekEach fills the statuses of checks, which a denial kept from being

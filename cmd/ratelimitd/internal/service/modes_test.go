@@ -78,6 +78,15 @@ func TestAPoolsDenialGivesBackTheOtherLimits(t *testing.T) {
 	assert.Equal(t, 20-1-1, decide(t, svc, req(desc("key2", "a"))).Statuses[0].Decision.Remaining,
 		"the denied request's admission by key2 was given back: 20, less the first and this one")
 
+	// Two enforced limits, decided together (a Multi), are both given back.
+	svc = newModes(t, Options{})
+	two := req(desc("service", "service_1"), desc("key2", "b"), desc("key3", "b"))
+	require.False(t, decide(t, svc, two).OverLimit)
+	require.True(t, decide(t, svc, two).OverLimit, "service_1 is its only pool, spent")
+	both := decide(t, svc, req(desc("key2", "b"), desc("key3", "b")))
+	assert.Equal(t, 20-1-1, both.Statuses[0].Decision.Remaining, "key2's admission given back")
+	assert.Equal(t, 10-1-1, both.Statuses[1].Decision.Remaining, "key3's admission given back")
+
 	svc = newModes(t, Options{})
 	require.False(t, decide(t, svc, req(desc("user", "u"))).OverLimit)
 	res = decide(t, svc, req(desc("user", "u"), desc("service", "service_2")))

@@ -249,7 +249,11 @@ func (s *Service) Decide(ctx context.Context, req Request) (Result, error) {
 		return Result{Statuses: make([]Status, len(req.Descriptors))}, nil
 	}
 	res := Result{Statuses: make([]Status, len(req.Descriptors))}
-	checks := make([]check, 0, len(req.Descriptors))
+	var stack [stackChecks]check
+	checks := stack[:0]
+	if len(req.Descriptors) > len(stack) {
+		checks = make([]check, 0, len(req.Descriptors))
+	}
 	var replaced []string
 	for i, d := range req.Descriptors {
 		c, err := rs.match(req, i, d)
@@ -376,6 +380,11 @@ func contains(names []string, name string) bool {
 	}
 	return false
 }
+
+// stackChecks is how many checks a request's lists hold on the stack: a
+// make whose length is known only at run time is always the heap's, and a
+// request seldom has more descriptors than this.
+const stackChecks = 8
 
 // nameOf is how a rule is named in headers: its name, else its full key.
 func nameOf(r *config.Rule) string {
