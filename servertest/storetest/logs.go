@@ -46,6 +46,15 @@ func logLimiter(t *testing.T, addr string, newStore NewStore, p ratelimit.Policy
 	return Limiter(t, newStore(t, addr), p, pre, ratelimit.WithCallerClock(c.Now), ratelimit.WithRetention(time.Hour)), pre
 }
 
+// aLog is the log most checks take: a Limiter of 200 a minute on a new
+// store of the server at addr, on a caller's clock (c, from now), an admin
+// client of the server, and the server keys of its key "k".
+func aLog(t *testing.T, addr string, newStore NewStore) (c *clockAt, l *ratelimit.Limiter, a *goredis.Client, keys []string) {
+	c = &clockAt{time.Now()}
+	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
+	return c, l, Admin(t, addr), keysOf(t, pre, "k", l.Policy())
+}
+
 // admitAll takes cost until the first denial, moving the clock by step
 // before each request, and returns how many were admitted.
 func admitAll(t *testing.T, l *ratelimit.Limiter, c *clockAt, key string, cost int, step time.Duration) int {
@@ -109,10 +118,7 @@ func lostMeta(t *testing.T, addr string, newStore NewStore) {
 // a rank Redis cannot parse) is rebuilt from the log.
 func plausibleMeta(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
-	c := &clockAt{time.Now()}
-	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
-	a := Admin(t, addr)
-	keys := keysOf(t, pre, "k", l.Policy())
+	c, l, a, keys := aLog(t, addr, newStore)
 	for _, entries := range []float64{1e15, 5000, 199} {
 		require.NoError(t, l.Reset(ctx, "k"))
 		for i := 0; i < 10; i++ {

@@ -69,10 +69,7 @@ func StaleTakes(t *testing.T, kind testserver.Kind, newStore NewStore) {
 // the log; the limit's rest is admitted and the next unit denied.
 func freshTakes(t *testing.T, addr string, newStore NewStore) {
 	ctx := context.Background()
-	c := &clockAt{time.Now()}
-	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
-	a := Admin(t, addr)
-	keys := keysOf(t, pre, "k", l.Policy())
+	c, l, a, keys := aLog(t, addr, newStore)
 	first, units := c.now.Add(time.Millisecond), 0 // the first take's time
 	take := func(i int) {
 		t.Helper()
@@ -289,10 +286,7 @@ func staleKeepsTTL(t *testing.T, addr string, newStore NewStore) {
 // the caller's clock.
 func staleParted(t *testing.T, addr string, newStore NewStore, part func(ctx context.Context, a *goredis.Client, log string, old float64) error) {
 	ctx := context.Background()
-	c := &clockAt{time.Now()}
-	l, pre := logLimiter(t, addr, newStore, ratelimit.PerMinute(200), c)
-	a := Admin(t, addr)
-	keys := keysOf(t, pre, "k", l.Policy())
+	c, l, a, keys := aLog(t, addr, newStore)
 	for range 10 {
 		c.now = c.now.Add(time.Millisecond)
 		d, err := l.AllowN(ctx, "k", 2)
