@@ -30,7 +30,8 @@
 // local monotonic clock from the moment the request was sent, so it asks
 // again no later than the server would admit. The cache holds at most
 // size keys (github.com/hashicorp/golang-lru/v2), the least recently used
-// leaving first.
+// leaving first (a hit moves its key to the front only once it may have
+// drifted half way back: see get).
 package nearcache
 
 import (
@@ -52,9 +53,13 @@ const DefaultSize = 10_000
 // store it wraps for everything else: every other operation is the wrapped
 // store's, and so is its Info, whatever the order of the layers.
 type Store struct {
-	next   backend.Store
-	info   backend.Info
-	cache  *lru.Cache[slot, denial]
+	next  backend.Store
+	info  backend.Info
+	cache *lru.Cache[slot, *cached]
+	// moves counts the keys moved to the LRU's front (see get), and half
+	// is half its size.
+	moves  atomic.Uint64
+	half   uint64
 	hits   atomic.Uint64
 	misses atomic.Uint64
 	// hearing, over a store that tells of changes, reports whether every Reset
@@ -135,11 +140,11 @@ func New(next backend.Store, opts ...Option) (*Store, error) {
 	if c.size < 1 {
 		return nil, fmt.Errorf("ratelimit/nearcache: %w: WithSize(%d): want at least 1", backend.ErrInvalidArgument, c.size)
 	}
-	cache, err := lru.New[slot, denial](c.size)
+	cache, err := lru.New[slot, *cached](c.size)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit/nearcache: %w: %w", backend.ErrInvalidArgument, err)
 	}
-	s := &Store{next: next, info: next.Info(), cache: cache, stop: func() {}, seed: maphash.MakeSeed()}
+	s := &Store{next: next, info: next.Info(), cache: cache, half: uint64(c.size / 2), stop: func() {}, seed: maphash.MakeSeed()}
 	if s.info.Changes != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		if s.hearing = s.info.Changes(ctx, s.changed); s.hearing != nil {
@@ -187,7 +192,7 @@ func (s *Store) Take(ctx context.Context, req backend.Request) (backend.Outcome,
 		return out, err
 	}
 	k := slotOf(&req)
-	if c, ok := s.cache.Get(k); ok {
+	if c, ok := s.get(k); ok {
 		if out, ok := c.answer(&req); ok {
 			s.hits.Add(1)
 			return out, nil
@@ -257,14 +262,14 @@ func (s *Store) remember(k slot, c denial, gen generation) {
 	if s.generation(k.key) != gen {
 		return
 	}
-	s.cache.Add(k, c)
+	s.put(k, c)
 	if s.generation(k.key) != gen {
 		s.cache.Remove(k)
 	}
 }
 
 // answer is the cached denial as of req, if it still holds.
-func (c denial) answer(req *backend.Request) (backend.Outcome, bool) {
+func (c *denial) answer(req *backend.Request) (backend.Outcome, bool) {
 	if c.rule != req.Rule || c.caller != (req.Now != 0) {
 		return backend.Outcome{}, false
 	}
@@ -303,7 +308,7 @@ func (s *Store) lookup(req *backend.Request) (backend.Outcome, bool) {
 	if !cacheable(req) || !s.trusted() {
 		return backend.Outcome{}, false
 	}
-	c, ok := s.cache.Get(slotOf(req))
+	c, ok := s.get(slotOf(req))
 	if !ok {
 		return backend.Outcome{}, false
 	}
