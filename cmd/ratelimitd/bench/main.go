@@ -214,13 +214,18 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 	// The requests are built before the clock starts: the load's own CPU
 	// is taken from the same cores as the services', and what it spends
 	// on building requests would only narrow every ratio.
-	reqs := make([]*rlsv3.RateLimitRequest, values)
+	// (wire.go: they are encoded then too.)
+	reqs := make([]encoded, values)
 	for v := range reqs {
-		reqs[v] = &rlsv3.RateLimitRequest{Domain: "bench"}
+		req := &rlsv3.RateLimitRequest{Domain: "bench"}
 		for _, k := range descriptorKeys(descriptors) {
-			reqs[v].Descriptors = append(reqs[v].Descriptors, &rlv3.RateLimitDescriptor{
+			req.Descriptors = append(req.Descriptors, &rlv3.RateLimitDescriptor{
 				Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: k, Value: fmt.Sprintf("%s-%d", run, v)}},
 			})
+		}
+		var err error
+		if reqs[v], err = encode(req); err != nil {
+			return result{}, err
 		}
 	}
 	before, serverBefore, err := commandStats(ctx, redisAddr)
@@ -244,13 +249,14 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 			for i := 0; time.Now().Before(deadline); i++ {
 				v := (c + i*callers) % values
 				t0 := time.Now()
-				res, err := s.client.ShouldRateLimit(ctx, reqs[v]) // read only: shared by the callers
+				var res overall
+				err := s.conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[v], &res, loadCall...) // reqs: read only, shared
 				lat[c] = append(lat[c], time.Since(t0))
 				switch {
 				case err != nil:
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err)
-				case res.OverallCode == rlsv3.RateLimitResponse_OK:
+				case res.code == rlsv3.RateLimitResponse_OK:
 					admitted.Add(1)
 				}
 			}
