@@ -47,6 +47,7 @@ func main() {
 	peer := flag.String("peer", "", "envoyproxy/ratelimit's binary to run (default: built at the version go.mod pins), e.g. one built from its master")
 	only := flag.String("only", "", "measure only ratelimitd's rows whose names match this regular expression (the peer's two rows always run)")
 	ours := flag.String("ours", "", "ratelimitd's binary to run (default: built from this repository), e.g. an earlier one's")
+	load := flag.String("load", "h2", "the load's client: h2, HTTP/2 frames written and read by the bench (h2load.go), or grpc, grpc-go's client")
 	flag.Parse()
 	if *diff {
 		if err := differential(*peer, *ours); err != nil {
@@ -59,18 +60,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -descriptors: want 1 to 16")
 		os.Exit(2)
 	}
+	if *load != "h2" && *load != "grpc" {
+		fmt.Fprintln(os.Stderr, "bench: -load: want h2 or grpc")
+		os.Exit(2)
+	}
 	onlyRe, err := regexp.Compile(*only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -only:", err)
 		os.Exit(2)
 	}
-	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr, *peer, *ours, onlyRe); err != nil {
+	if err := run(*duration, *rounds, *callers, *values, *limit, *descriptors, *redisAddr, *peer, *ours, *load, onlyRe); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr, peer, ours string, only *regexp.Regexp) error {
+func run(duration time.Duration, rounds, callers, values, limit, descriptors int, redisAddr, peer, ours, load string, only *regexp.Regexp) error {
 	dir, err := os.MkdirTemp("", "ratelimitd-bench")
 	if err != nil {
 		return err
@@ -84,8 +89,8 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 		defer srv.Stop()
 		redisAddr = srv.Addr
 	}
-	fmt.Printf("redis-server at %s; %d callers over %d values, %d descriptors a request, %v per measurement, %d rounds (medians)\n",
-		redisAddr, callers, values, descriptors, duration, rounds)
+	fmt.Printf("redis-server at %s; %d callers over %d values, %d descriptors a request, %v per measurement, %d rounds (medians), the load's client %s\n",
+		redisAddr, callers, values, descriptors, duration, rounds, load)
 	bins, err := binaries(dir, peer, ours)
 	if err != nil {
 		return err
@@ -108,7 +113,7 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 			i := (j + r*len(services)/rounds) % len(services)
 			s := services[i]
 			clearOfTheHour(duration)
-			res, err := measure(s, redisAddr, fmt.Sprintf("s%d-r%d", i, r), duration, callers, values, descriptors)
+			res, err := measure(s, redisAddr, fmt.Sprintf("s%d-r%d", i, r), load, duration, callers, values, descriptors)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -204,8 +209,9 @@ type result struct {
 
 // measure runs the load on s for d: callers goroutines, each sending one
 // ShouldRateLimit after another, cycling over values (value v of round
-// run is "run-v", so each round starts from fresh counters).
-func measure(s *service, redisAddr, run string, d time.Duration, callers, values, descriptors int) (result, error) {
+// run is "run-v", so each round starts from fresh counters), through the
+// load's client (load: h2 or grpc).
+func measure(s *service, redisAddr, run, load string, d time.Duration, callers, values, descriptors int) (result, error) {
 	var admitted, failures atomic.Int64
 	var firstErr atomic.Value
 	lat := make([][]time.Duration, callers)
@@ -228,6 +234,18 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 			return result{}, err
 		}
 	}
+	var h2 *h2conn
+	msgs := make([][]byte, values) // reqs[v] as a gRPC message, for h2
+	if load == "h2" {
+		var err error
+		if h2, err = dialH2(s.addr); err != nil {
+			return result{}, err
+		}
+		defer h2.Close()
+		for v := range msgs {
+			msgs[v] = grpcMessage(reqs[v])
+		}
+	}
 	before, serverBefore, err := commandStats(ctx, redisAddr)
 	if err != nil {
 		return result{}, err
@@ -246,11 +264,17 @@ func measure(s *service, redisAddr, run string, d time.Duration, callers, values
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
+			cl := newCall()
 			for i := 0; time.Now().Before(deadline); i++ {
 				v := (c + i*callers) % values
 				t0 := time.Now()
 				var res overall
-				err := s.conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[v], &res, loadCall...) // reqs: read only, shared
+				var err error
+				if h2 != nil {
+					res.code, err = h2.call(cl, msgs[v])
+				} else {
+					err = s.conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, reqs[v], &res, loadCall...) // reqs: read only, shared
+				}
 				lat[c] = append(lat[c], time.Since(t0))
 				switch {
 				case err != nil:

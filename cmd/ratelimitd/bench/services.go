@@ -22,6 +22,7 @@ type service struct {
 	name   string
 	cmd    *exec.Cmd
 	admin  string // its admin (debug) listener, where the differential started it
+	addr   string // its gRPC listener
 	conn   *grpc.ClientConn
 	client rlsv3.RateLimitServiceClient
 }
@@ -168,7 +169,7 @@ func (s *service) connect(addr string) error {
 	if err != nil {
 		return err
 	}
-	s.conn, s.client = conn, rlsv3.NewRateLimitServiceClient(conn)
+	s.conn, s.client, s.addr = conn, rlsv3.NewRateLimitServiceClient(conn), addr
 	return nil
 }
 

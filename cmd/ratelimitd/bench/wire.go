@@ -50,6 +50,11 @@ func (loadCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	} else {
 		b = data.Materialize()
 	}
+	return o.read(b)
+}
+
+// read reads o from a RateLimitResponse's bytes.
+func (o *overall) read(b []byte) error {
 	o.code = rlsv3.RateLimitResponse_UNKNOWN
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
