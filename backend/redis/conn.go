@@ -95,19 +95,31 @@ func (c *conn) RunAll(ctx context.Context, reqs []backend.Request, keys []string
 	if fcall {
 		words[0], words[1] = fcallWord, allFunction
 	}
-	for _, k := range keys {
-		words = append(words, k)
+	for i := range keys {
+		if i == 0 && c.routed {
+			words = append(words, keys[0]) // an allocation: see routed
+		} else {
+			words = append(words, &keys[i]) // a pointer in an interface: none
+		}
 	}
 	words = append(words, c.args.ForAllAt(reqs, op, now)...)
 	cmd := new(decisions)
 	ctx, cancel := c.capped(ctx)
 	defer cancel()
-	reply, err := rediscore.Bounded(ctx, name, c.honoursContext || (c.pipe != nil && !acked), func(ctx context.Context) ([]int64, error) {
-		if acked {
+	var reply []int64
+	var err error
+	switch {
+	case acked:
+		reply, err = rediscore.Bounded(ctx, name, c.honoursContext, func(ctx context.Context) ([]int64, error) {
 			return runAcked[[]int64](ctx, c, cmd, words, reqs[0].Key)
-		}
-		return send[[]int64](ctx, c, cmd, words)
-	})
+		})
+	case c.honoursContext || c.pipe != nil: // the hot path: no closure
+		reply, err = send[[]int64](ctx, c, cmd, words)
+	default:
+		reply, err = rediscore.Bounded(ctx, name, false, func(ctx context.Context) ([]int64, error) {
+			return send[[]int64](ctx, c, cmd, words)
+		})
+	}
 	c.failed(err)
 	return reply, rediscore.WithContext(ctx, err)
 }
