@@ -39,9 +39,10 @@ func (echoService) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitReques
 		ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "x-pad", Value: strings.Repeat("p", n)}}}, nil
 }
 
-// echoServer serves echoService on a loopback port, allowing maxStreams
-// streams a connection.
-func echoServer(t *testing.T, maxStreams uint32) (addr string, stop func()) {
+// echoConn is a connection of the load's client to echoService, served on
+// a loopback port allowing maxStreams streams a connection; stop stops the
+// server.
+func echoConn(t *testing.T, maxStreams uint32) (c *h2conn, stop func()) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,11 @@ func echoServer(t *testing.T, maxStreams uint32) (addr string, stop func()) {
 	rlsv3.RegisterRateLimitServiceServer(srv, echoService{})
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	return lis.Addr().String(), srv.Stop
+	if c, err = dialH2(lis.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, srv.Stop
 }
 
 // message is a request of one descriptor of value v, as the load sends it.
@@ -68,13 +73,14 @@ func message(t *testing.T, v int) []byte {
 // its initial window (far more than 64 KiB sent), with answers in one
 // DATA frame or several.
 func TestTheH2LoadGetsEachCallsOwnAnswer(t *testing.T) {
-	addr, _ := echoServer(t, 8)
-	c, err := dialH2(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := echoConn(t, 8)
 	const callers, calls = 32, 300
+	const big = 40_001                    // a response of three DATA frames or more
+	msgs := make([][]byte, callers*calls) // made here: t.Fatal is the test goroutine's
+	for v := range msgs {
+		msgs[v] = message(t, v)
+	}
+	bigMsg := message(t, big)
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
 	for g := range callers {
@@ -83,11 +89,11 @@ func TestTheH2LoadGetsEachCallsOwnAnswer(t *testing.T) {
 			defer wg.Done()
 			cl := newCall()
 			for i := range calls {
-				v := g*calls + i
+				v, msg := g*calls+i, msgs[g*calls+i]
 				if i%100 == 0 {
-					v = 40_001 // a response of three DATA frames or more
+					v, msg = big, bigMsg
 				}
-				code, err := c.call(cl, message(t, v))
+				code, err := c.call(cl, msg)
 				want := rlsv3.RateLimitResponse_OK
 				if v%2 == 1 {
 					want = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -109,12 +115,7 @@ func TestTheH2LoadGetsEachCallsOwnAnswer(t *testing.T) {
 // A call the server fails is an error, and the connection goes on; a
 // server gone fails the calls then, and every later one, and none waits.
 func TestTheH2LoadReportsFailures(t *testing.T) {
-	addr, stop := echoServer(t, 100)
-	c, err := dialH2(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, stop := echoConn(t, 100)
 	cl := newCall()
 	if _, err := c.call(cl, message(t, -1)); err == nil || !strings.Contains(err.Error(), "grpc-status 14") {
 		t.Fatalf("a call answered Unavailable: %v; want grpc-status 14", err)

@@ -235,15 +235,15 @@ func measure(s *service, redisAddr, run, load string, d time.Duration, callers, 
 		}
 	}
 	var h2 *h2conn
-	msgs := make([][]byte, values) // reqs[v] as a gRPC message, for h2
+	var msgs [][]byte // reqs[v] as a gRPC message, for h2
 	if load == "h2" {
 		var err error
 		if h2, err = dialH2(s.addr); err != nil {
 			return result{}, err
 		}
 		defer h2.Close()
-		for v := range msgs {
-			msgs[v] = grpcMessage(reqs[v])
+		for _, r := range reqs {
+			msgs = append(msgs, grpcMessage(r))
 		}
 	}
 	before, serverBefore, err := commandStats(ctx, redisAddr)
