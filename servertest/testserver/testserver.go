@@ -232,6 +232,7 @@ func (s *Server) start() error {
 	args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "yes"}
 	s.cmd = exec.Command(s.binary, append(args, s.extra...)...)
+	tie(s.cmd)
 	logPath := filepath.Join(s.dir, "server.log") // a file: no pipe for the server's forks to hold open
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
