@@ -57,7 +57,7 @@ func TestEveryContenderAdmitsExactlyItsLimit(t *testing.T) {
 func TestARunReportsEveryContenderAgainstItsReference(t *testing.T) {
 	srv := testserver.Get(t, testserver.Redis)
 	var out, progress bytes.Buffer
-	c := config{backend: "all", addr: srv.Addr, duration: 20 * time.Millisecond, rounds: 1, keys: 200, goroutines: 4, json: true}
+	c := config{backend: "all", addr: srv.Addr, duration: 20 * time.Millisecond, rounds: 1, keys: 50, goroutines: 4, json: true}
 	require.NoError(t, run(c, &out, &progress))
 	perScenario := map[string][]row{}
 	dec := json.NewDecoder(&out)
