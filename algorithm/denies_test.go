@@ -63,3 +63,59 @@ func TestDeniesToIsADenialThatChangesNothing(t *testing.T) {
 		require.Positive(t, seen[false], "%v: everything was denied", alg)
 	}
 }
+
+// A LogDenial copied out of a log says true exactly when a Take would deny
+// without re-timing an entry from the future, as long as it holds every
+// entry of the log (at most logDenialEntries); past that, when it says true
+// it is right. Its outcome is the Take's: random costs and clocks that step
+// back, policies that change, logs longer than the copy holds.
+func TestALogDenialDeniesAsTheLogWould(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 23))
+	var l Log
+	now := int64(1_700_000_000_000_000)
+	p := newPolicy(slidingWindow, 12, 100*time.Millisecond)
+	seen := map[string]int{}
+	for i := 0; i < 50_000; i++ {
+		now += rng.Int64N(20*ms) - 5*ms
+		if rng.IntN(100) == 0 { // a clock further behind than MaxSkew
+			now -= 2 * MaxSkew
+		}
+		if rng.IntN(200) == 0 {
+			p = newPolicy(slidingWindow, 1+rng.IntN(16), time.Duration(1+rng.IntN(300))*time.Millisecond)
+		}
+		r, n := rateOf(p), int64(1+rng.IntN(min(p.MaxCost(), 3)))
+		d := l.Denial()
+		whole := l.Len() <= logDenialEntries
+		fromTheFuture := l.Len() > 0 && l.buf[len(l.buf)-1].At > l.keyTime(now)
+		before, err := l.MarshalBinary()
+		require.NoError(t, err)
+		var denied Outcome
+		denies := d.DeniesTo(now, &r, n, &denied)
+		after, err := l.MarshalBinary()
+		require.NoError(t, err)
+		require.Equal(t, before, after, "call %d: DeniesTo wrote the log", i)
+
+		var kept []Entry // what a Take that only prunes leaves
+		for _, x := range l.buf[l.head:] {
+			if x.At > l.keyTime(now)-r.Window {
+				kept = append(kept, x)
+			}
+		}
+		took, _ := l.Take(now, r, n)
+		switch {
+		case denies:
+			require.Equal(t, took, denied, "call %d: DeniesTo's outcome against the Take's", i)
+			require.Equal(t, kept, l.buf[l.head:], "call %d: the Take did more than prune", i)
+			seen["denied"]++
+		case whole && !took.Allowed() && !fromTheFuture:
+			t.Fatalf("call %d: the copy held the whole log and declined a Take's denial %+v", i, took)
+		case !took.Allowed():
+			seen["declined"]++
+		}
+		if rng.IntN(8) == 0 {
+			_, _, _ = l.Refund(now, r, 1)
+		}
+	}
+	require.Greater(t, seen["denied"], 1000, "%v", seen)
+	require.Positive(t, seen["declined"], "%v: the copies never declined a denial", seen)
+}
