@@ -15,9 +15,11 @@ import (
 // goroutine.
 //
 // A published denial is an immutable copy of the record's state, made by a
-// Take that denied and left the state as it was; a reader decides on it
-// with the algorithm's DeniesTo, and takes the lock whenever that declines
-// (the window passed, the state is from the future) or finds no copy. The
+// Take that denied and left the state as it was (a log's is the part its
+// denials read, algorithm.LogDenial, copied after the Take pruned it); a
+// reader decides on it with the algorithm's DeniesTo, and takes the lock
+// whenever that declines (the window passed, the state is from the future,
+// a log's entries past the copy's) or finds no copy. The
 // copy is exact because it is withdrawn, under the lock, before anything
 // writes the state: every such path goes through table.used or
 // table.remove, and each withdraws it. A copy exists only for a key marked
@@ -42,16 +44,17 @@ type denials[S any] struct {
 type denial[S any] struct {
 	key   string
 	scope unique.Handle[scope]
-	ref   uint32 // the record's, to withdraw it
-	st    S
+	ref   uint32               // the record's, to withdraw it
+	st    S                    // an O(1) algorithm's state
+	log   *algorithm.LogDenial // a log's
 }
 
 // ways is the slots from its home a key's copy may be in.
 const ways = 4
 
-// find is the published state of key under scope, whose tag is tag; nil
+// find is the published denial of key under scope, whose tag is tag; nil
 // when none is. It takes no lock: what it returns is not written again.
-func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *S {
+func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *denial[S] {
 	p := d.slots.Load()
 	if p == nil {
 		return nil
@@ -64,7 +67,7 @@ func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *S {
 			return nil
 		}
 		if e.key == key && e.scope == sc {
-			return &e.st
+			return e
 		}
 	}
 	return nil
@@ -95,7 +98,18 @@ func (t *table[S]) publish(ref uint32, r *record[S]) {
 		t.den.slots.Store(p)
 	}
 	if i, ok := free(*p, r.tag); ok {
-		(*p)[i].Store(&denial[S]{key: r.key, scope: r.scope, ref: ref, st: r.st})
+		var e *denial[S]
+		if l, ok := any(&r.st).(*algorithm.Log); ok { // one allocation for both
+			both := &struct {
+				d    denial[S]
+				snap algorithm.LogDenial
+			}{denial[S]{key: r.key, scope: r.scope, ref: ref}, l.Denial()} // st, the live log, is not copied
+			both.d.log = &both.snap
+			e = &both.d
+		} else {
+			e = &denial[S]{key: r.key, scope: r.scope, ref: ref, st: r.st}
+		}
+		(*p)[i].Store(e)
 		r.published = true
 	}
 }
@@ -109,13 +123,6 @@ func free[S any](slots []atomic.Pointer[denial[S]], tag uint32) (uint32, bool) {
 		}
 	}
 	return 0, false
-}
-
-// denies reports whether t's denials may be published: those of an O(1)
-// algorithm (a log's Take prunes it, denied or not).
-func (t *table[S]) denies() bool {
-	_, log := any(t).(*table[algorithm.Log])
-	return !log
 }
 
 // publishes records that a table of sh published a denial; the caller
@@ -148,16 +155,20 @@ func (s *Store) denied(sh *shard, req *backend.Request, rd *ruled, h uint64, now
 	tag := tagOf(h)
 	switch req.Rule.Algorithm() {
 	case backend.GCRA:
-		if st := sh.gcra.den.find(tag, req.Key, rd.scope); st != nil {
-			return st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
+		if d := sh.gcra.den.find(tag, req.Key, rd.scope); d != nil {
+			return d.st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
 		}
 	case backend.FixedWindow:
-		if st := sh.fixed.den.find(tag, req.Key, rd.scope); st != nil {
-			return st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
+		if d := sh.fixed.den.find(tag, req.Key, rd.scope); d != nil {
+			return d.st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
 		}
 	case backend.SlidingWindowCounter:
-		if st := sh.counter.den.find(tag, req.Key, rd.scope); st != nil {
-			return st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
+		if d := sh.counter.den.find(tag, req.Key, rd.scope); d != nil {
+			return d.st.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
+		}
+	case backend.SlidingWindow:
+		if d := sh.log.den.find(tag, req.Key, rd.scope); d != nil {
+			return d.log.DeniesTo(s.at(now), &rd.rate, req.Cost, out)
 		}
 	}
 	return false

@@ -17,8 +17,8 @@ import (
 )
 
 // denyingAlgorithms are the algorithms whose denials are published (see
-// the store's denials): the O(1) ones.
-var denyingAlgorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.GCRA}
+// the store's denials): every one (a log's, a copy of what they read).
+var denyingAlgorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.GCRA, ratelimit.SlidingWindow}
 
 // A key at its limit, on the store's clock, is denied without its shard's
 // lock: with the lock held elsewhere, its Take still answers, and answers as

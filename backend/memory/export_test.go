@@ -61,6 +61,8 @@ func (s *Store) Denying(prefix, key string, alg backend.Algorithm) bool {
 		return published(&sh.fixed, h, key, sc)
 	case backend.SlidingWindowCounter:
 		return published(&sh.counter, h, key, sc)
+	case backend.SlidingWindow:
+		return published(&sh.log, h, key, sc)
 	}
 	return false
 }

@@ -9,20 +9,22 @@
 // one hash of the key through an index of the store's own. A sliding log is
 // a sorted slice of timestamps, pruned by binary search; a warm key decides
 // without allocating. TakeAll decides any requests together, under the
-// locks of their shards. A key of an O(1) algorithm being denied on the
-// store's clock, the common case under abuse, is decided without any lock,
-// on an immutable copy of its state published by its last denial (see
-// denials): a flood at one key costs no atomic write and no waiting.
+// locks of their shards. A key being denied on the store's clock, the
+// common case under abuse, is decided without any lock, on an immutable
+// copy of its state published by its last denial (a sliding log's: its
+// oldest entries, its newest one's time and its count; see denials): a
+// flood at one key costs no atomic write and no waiting.
 //
 // The store is bounded twice: by keys (WithMaxKeys) and by the entries of
 // sliding logs (WithMaxEntries), which hold one entry per admitted request
 // in the window; the other algorithms hold O(1) state per key (about 100
 // bytes with the index, beside the key's own bytes; a key being denied
-// about 100 more, its copy and its slots). The worst case is therefore
-// about MaxKeys*230 bytes plus MaxEntries*16 bytes: 23 MB plus 160 MB with
-// the defaults, and the keys. A background sweeper drops keys
-// whose state has expired (its life, or the Limiter's retention, has passed
-// since its last write, on the store's clock), which loses nothing.
+// about 100 more, its copy and its slots, a sliding log's about 250). The
+// worst case is therefore about MaxKeys*380 bytes plus MaxEntries*16
+// bytes: 38 MB plus 160 MB with the defaults, and the keys. A background
+// sweeper drops keys whose state has expired (its life, or the Limiter's
+// retention, has passed since its last write, on the store's clock), which
+// loses nothing.
 //
 // When a shard is full, a new key takes the place of an expired key if
 // there is one, else of the oldest key used only once (on probation), and
@@ -144,13 +146,13 @@ func (s *Store) hash(req *backend.Request, rd *ruled) uint64 {
 // What runs there cannot panic but on a broken invariant: an index probe
 // masked to its slots, a ref the index handed out, the algorithms' integer
 // arithmetic over a Rule's rate, whose divisors NewRule keeps at least 1,
-// and a log's slices within its head and length. Such a key of an O(1)
-// algorithm that the store is denying is decided with no lock at all, on
-// an immutable copy of its state (denied): the same arithmetic, over
-// slots read with atomic loads. Everything else (a new key, which may
-// evict; a log at its shard's bound of entries, which sheds; a caller's
-// clock, which is the caller's code) is decided under guard, which turns a
-// panic into an error wrapping backend.ErrStore.
+// and a log's slices within its head and length. Such a key that the
+// store is denying is decided with no lock at all, on an immutable copy of
+// its state (denied; a log's, of the part its denials read): the same
+// arithmetic, over slots read with atomic loads. Everything else (a new
+// key, which may evict; a log at its shard's bound of entries, which
+// sheds; a caller's clock, which is the caller's code) is decided under
+// guard, which turns a panic into an error wrapping backend.ErrStore.
 func (s *Store) Take(ctx context.Context, req backend.Request) (out backend.Outcome, err error) {
 	if err = ctx.Err(); err != nil {
 		return

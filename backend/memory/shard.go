@@ -124,6 +124,8 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 	// The cases are written out: a generic helper calls TakeTo
 	// through its dictionary or a func value, and escape analysis then
 	// moves the caller's out to the heap (an allocation per decision).
+	// A denial is published only on the store's clock: only a Take on
+	// it reads the copies (see denied).
 	rule := req.Rule
 	switch rule.Algorithm() {
 	case backend.GCRA:
@@ -131,7 +133,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			sh.gcra.used(ref, r)
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
-			if out.RetryAfter != 0 && !e.Changed {
+			if out.RetryAfter != 0 && !e.Changed && req.Now == 0 {
 				sh.gcra.publish(ref, r)
 				sh.publishes()
 			}
@@ -142,7 +144,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			sh.fixed.used(ref, r)
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
-			if out.RetryAfter != 0 && !e.Changed {
+			if out.RetryAfter != 0 && !e.Changed && req.Now == 0 {
 				sh.fixed.publish(ref, r)
 				sh.publishes()
 			}
@@ -153,7 +155,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			sh.counter.used(ref, r)
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
-			if out.RetryAfter != 0 && !e.Changed {
+			if out.RetryAfter != 0 && !e.Changed && req.Now == 0 {
 				sh.counter.publish(ref, r)
 				sh.publishes()
 			}
@@ -161,14 +163,19 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 		}
 	case backend.SlidingWindow:
 		// A Take adds one entry at most: with room for it, the shard
-		// sheds nothing (takeIn's case otherwise). A log is never
-		// published (its denial is not O(1)).
+		// sheds nothing (takeIn's case otherwise). What a log's denial
+		// publishes is copied from the log as the Take left it, pruned
+		// or not (see denials).
 		if ref, r := sh.log.find(h, req.Key, rd.scope); r != nil && sh.entries < sh.maxEntries {
 			sh.log.used(ref, r)
 			before := r.st.Len()
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			sh.entries += r.st.Len() - before
+			if out.RetryAfter != 0 && req.Now == 0 {
+				sh.log.publish(ref, r)
+				sh.publishes()
+			}
 			return true
 		}
 	}
@@ -232,7 +239,7 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 	if o == peek { // what was published stays: a peek writes nothing
 		t.seen(ref, r)
 		*out = st.Peek(now, rule.Rate(), req.Cost)
-		if out.RetryAfter != 0 && rd.block == 0 && t.denies() { // as a Take's denial: TakeAll peeks first
+		if out.RetryAfter != 0 && rd.block == 0 && req.Now == 0 { // as a Take's denial: TakeAll peeks first
 			t.publish(ref, r)
 			sh.publishes()
 		}
@@ -265,7 +272,7 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h ui
 	before := held(&r.st)
 	e := takeTo(&r.st, now, &rd.rate, req.Cost, out)
 	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
-	if out.RetryAfter != 0 && !e.Changed && rd.block == 0 && t.denies() {
+	if out.RetryAfter != 0 && !e.Changed && rd.block == 0 && req.Now == 0 {
 		t.publish(ref, r)
 		sh.publishes()
 	}
