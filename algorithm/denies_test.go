@@ -25,18 +25,10 @@ func TestDeniesToIsADenialThatChangesNothing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 17))
 	for _, alg := range []kind{fixedWindow, slidingWindowCounter, gcra} {
 		st := fresh(alg).(denier)
-		now := int64(1_700_000_000_000_000)
-		p := newPolicy(alg, 5, 100*time.Millisecond)
+		w := walk{rng: rng, alg: alg, maxLimit: 8}
 		seen := map[bool]int{}
 		for i := 0; i < 20_000; i++ {
-			now += rng.Int64N(40*ms) - 15*ms
-			if rng.IntN(100) == 0 { // a clock further behind than MaxSkew
-				now -= 2 * MaxSkew
-			}
-			if rng.IntN(50) == 0 {
-				p = newPolicy(alg, 1+rng.IntN(8), time.Duration(1+rng.IntN(300))*time.Millisecond)
-			}
-			r, n := rateOf(p), int64(1+rng.IntN(p.MaxCost()))
+			now, r, n := w.next(8)
 			before, err := st.MarshalBinary()
 			require.NoError(t, err)
 			var denied Outcome
@@ -72,18 +64,10 @@ func TestDeniesToIsADenialThatChangesNothing(t *testing.T) {
 func TestALogDenialDeniesAsTheLogWould(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 23))
 	var l Log
-	now := int64(1_700_000_000_000_000)
-	p := newPolicy(slidingWindow, 12, 100*time.Millisecond)
+	w := walk{rng: rng, alg: slidingWindow, maxLimit: 16} // logs past the copy's eight entries
 	seen := map[string]int{}
 	for i := 0; i < 50_000; i++ {
-		now += rng.Int64N(20*ms) - 5*ms
-		if rng.IntN(100) == 0 { // a clock further behind than MaxSkew
-			now -= 2 * MaxSkew
-		}
-		if rng.IntN(200) == 0 {
-			p = newPolicy(slidingWindow, 1+rng.IntN(16), time.Duration(1+rng.IntN(300))*time.Millisecond)
-		}
-		r, n := rateOf(p), int64(1+rng.IntN(min(p.MaxCost(), 3)))
+		now, r, n := w.next(3)
 		d := l.Denial()
 		whole := l.Len() <= logDenialEntries
 		fromTheFuture := l.Len() > 0 && l.buf[len(l.buf)-1].At > l.keyTime(now)
@@ -118,4 +102,33 @@ func TestALogDenialDeniesAsTheLogWould(t *testing.T) {
 	}
 	require.Greater(t, seen["denied"], 1000, "%v", seen)
 	require.Positive(t, seen["declined"], "%v: the copies never declined a denial", seen)
+}
+
+// walk is the clock and the policy of alg the denial tests decide at: the
+// clock moves by -15 to +25ms a call, and one call in a hundred further
+// back than MaxSkew (so that states are from the future, within MaxSkew
+// and beyond); one in fifty changes the policy, to a limit of 1 to
+// maxLimit and a window of up to 300ms.
+type walk struct {
+	rng      *rand.Rand
+	alg      kind
+	maxLimit int
+	now      int64
+	p        policy
+}
+
+// next moves the walk on: the time, the rate and a cost of at most
+// maxCost (and the policy's) to decide.
+func (w *walk) next(maxCost int) (now int64, r Rate, n int64) {
+	if w.now == 0 {
+		w.now, w.p = 1_700_000_000_000_000, newPolicy(w.alg, min(5, w.maxLimit), 100*time.Millisecond)
+	}
+	w.now += w.rng.Int64N(40*ms) - 15*ms
+	if w.rng.IntN(100) == 0 {
+		w.now -= 2 * MaxSkew
+	}
+	if w.rng.IntN(50) == 0 {
+		w.p = newPolicy(w.alg, 1+w.rng.IntN(w.maxLimit), time.Duration(1+w.rng.IntN(300))*time.Millisecond)
+	}
+	return w.now, rateOf(w.p), int64(1 + w.rng.IntN(min(w.p.MaxCost(), maxCost)))
 }
