@@ -16,16 +16,17 @@ import (
 )
 
 // helperEnv makes the test binary, run again by a test, start a server and
-// wait to be killed (TestAStartedServerDiesWithTheProcessThatStartedIt).
+// wait to be killed (TestMain, for
+// TestAStartedServerDiesWithTheProcessThatStartedIt).
 const helperEnv = "TESTSERVER_HELPER_STARTS"
 
 // A test binary killed before its cleanup (go test's -timeout, a signal, a
-// pipe closed under it) took its servers with it into nothing: they kept
-// running, and their ports, until someone killed them. The kernel now kills
-// a server when the process that started it dies.
+// pipe closed under it) left its servers running, on their ports, until
+// someone killed them. The kernel now kills a server when the process that
+// started it dies.
 func TestAStartedServerDiesWithTheProcessThatStartedIt(t *testing.T) {
 	path := binary(t)
-	helper := exec.Command(os.Args[0], "-test.run", "^TestHelperStartsAServerAndWaits$", "-test.count", "1")
+	helper := exec.Command(os.Args[0])
 	helper.Env = append(os.Environ(), helperEnv+"="+path)
 	out, err := helper.StdoutPipe()
 	require.NoError(t, err)
@@ -61,15 +62,19 @@ func TestAStartedServerDiesWithTheProcessThatStartedIt(t *testing.T) {
 	}
 }
 
-// TestHelperStartsAServerAndWaits is the process the test above kills: run
-// only with helperEnv set, it starts a server, says its pid and waits.
-func TestHelperStartsAServerAndWaits(t *testing.T) {
+// TestMain runs the test binary as the process the test above kills, when
+// helperEnv names a server binary: it starts a server, says its pid and
+// directory, and waits.
+func TestMain(m *testing.M) {
 	path := os.Getenv(helperEnv)
 	if path == "" {
-		t.Skip("run by TestAStartedServerDiesWithTheProcessThatStartedIt only")
+		os.Exit(m.Run())
 	}
 	s, err := startBinary(path)
-	require.NoError(t, err)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	fmt.Printf("server %d %s\n", s.cmd.Process.Pid, s.dir)
 	time.Sleep(time.Hour)
 }
