@@ -11,20 +11,18 @@
 // without allocating. TakeAll decides any requests together, under the
 // locks of their shards. A key being denied on the store's clock, the
 // common case under abuse, is decided without any lock, on an immutable
-// copy of its state published by its last denial (a sliding log's: its
-// oldest entries, its newest one's time and its count; see denials): a
-// flood at one key costs no atomic write and no waiting.
+// copy of its state (a log's: what its denials read) published by its last
+// denial (see denials): a flood at one key costs no atomic write.
 //
 // The store is bounded twice: by keys (WithMaxKeys) and by the entries of
 // sliding logs (WithMaxEntries), which hold one entry per admitted request
 // in the window; the other algorithms hold O(1) state per key (about 100
 // bytes with the index, beside the key's own bytes; a key being denied
-// about 100 more, its copy and its slots, a sliding log's about 250). The
-// worst case is therefore about MaxKeys*380 bytes plus MaxEntries*16
-// bytes: 38 MB plus 160 MB with the defaults, and the keys. A background
-// sweeper drops keys whose state has expired (its life, or the Limiter's
-// retention, has passed since its last write, on the store's clock), which
-// loses nothing.
+// about 100 more, a log's 250: its copy and its slots). The worst case is
+// therefore about MaxKeys*380 bytes plus MaxEntries*16 bytes: 38 MB plus
+// 160 MB with the defaults, and the keys. A background sweeper drops keys
+// whose state has expired (its life, or the Limiter's retention, has
+// passed since its last write, on the store's clock), which loses nothing.
 //
 // When a shard is full, a new key takes the place of an expired key if
 // there is one, else of the oldest key used only once (on probation), and
