@@ -74,11 +74,23 @@ func (d *denials[S]) find(tag uint32, key string, sc unique.Handle[scope]) *deni
 }
 
 // publish copies r's state (ref's, in t) for readers without the lock,
-// when it is marked used, has no copy yet and one of its slots is free;
-// the caller holds the lock.
-func (t *table[S]) publish(ref uint32, r *record[S]) {
+// when it is marked used, has no copy yet and one of its slots is free,
+// after the denial of a Take of n at now under rate; the caller holds the
+// lock. A log's copy is published only if it decides that denial itself:
+// one it would decline (a retry past the entries it holds) would be
+// withdrawn by the next such Take, a copy made per request of a cost the
+// client chose.
+func (t *table[S]) publish(ref uint32, r *record[S], now int64, rate *algorithm.Rate, n int64) {
 	if !r.used || r.published {
 		return
+	}
+	var snap algorithm.LogDenial
+	l, isLog := any(&r.st).(*algorithm.Log)
+	if isLog {
+		var out algorithm.Outcome
+		if snap = l.Denial(); !snap.DeniesTo(now, rate, n, &out) {
+			return
+		}
 	}
 	p := t.den.slots.Load()
 	if p == nil || len(*p) < 2*len(t.ix.slots) { // grown with the index, the copies moved over
@@ -99,11 +111,11 @@ func (t *table[S]) publish(ref uint32, r *record[S]) {
 	}
 	if i, ok := free(*p, r.tag); ok {
 		var e *denial[S]
-		if l, ok := any(&r.st).(*algorithm.Log); ok { // one allocation for both
+		if isLog { // one allocation for both
 			both := &struct {
 				d    denial[S]
 				snap algorithm.LogDenial
-			}{denial[S]{key: r.key, scope: r.scope, ref: ref}, l.Denial()} // st, the live log, is not copied
+			}{denial[S]{key: r.key, scope: r.scope, ref: ref}, snap} // st, the live log, is not copied
 			both.d.log = &both.snap
 			e = &both.d
 		} else {

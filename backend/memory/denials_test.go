@@ -318,3 +318,40 @@ func TestAMultiOfKeysBeingDeniedTakesNoLock(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, p.Count, "a denied Multi recorded a request")
 }
+
+// A log's denial that its copy could not decide (a cost whose retry lies
+// past the oldest entries the copy holds) publishes no copy: each such
+// request, which a client may send again and again, once published a copy
+// that its own next request declined and withdrew, an allocation a
+// request. A denial the copy decides is published as before.
+func TestALogDenialItsCopyCannotDecideAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	s, err := memory.New(memory.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer s.Close()
+	l, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.SlidingWindow, 20, time.Hour)) // the store's clock
+	require.NoError(t, err)
+	denying := func() bool { return s.Denying(ratelimit.DefaultPrefix, "k", ratelimit.SlidingWindow) }
+	for range 20 {
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	large := func() {
+		d, err := l.AllowN(ctx, "k", 10) // its retry waits on the 10th oldest entry; a copy holds 8
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		require.Equal(t, 20, d.Count)
+	}
+	large()
+	require.False(t, denying(), "a copy that cannot decide the denial is published")
+	d, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.True(t, denying(), "a denial of cost 1, which the copy decides, is not published")
+	large()
+	require.False(t, denying(), "the copy the large cost declined is withdrawn, and not made again")
+	if !raceEnabled {
+		require.Zero(t, testing.AllocsPerRun(100, large), "allocations per denial of a large cost")
+	}
+}

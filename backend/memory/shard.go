@@ -134,7 +134,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			if out.RetryAfter != 0 && !e.Changed && req.Now == 0 {
-				sh.gcra.publish(ref, r)
+				sh.gcra.publish(ref, r, now, &rd.rate, req.Cost)
 				sh.publishes()
 			}
 			return true
@@ -145,7 +145,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			if out.RetryAfter != 0 && !e.Changed && req.Now == 0 {
-				sh.fixed.publish(ref, r)
+				sh.fixed.publish(ref, r, now, &rd.rate, req.Cost)
 				sh.publishes()
 			}
 			return true
@@ -156,7 +156,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			e := r.st.TakeTo(now, &rd.rate, req.Cost, out)
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			if out.RetryAfter != 0 && !e.Changed && req.Now == 0 {
-				sh.counter.publish(ref, r)
+				sh.counter.publish(ref, r, now, &rd.rate, req.Cost)
 				sh.publishes()
 			}
 			return true
@@ -173,7 +173,7 @@ func (sh *shard) takeHeld(req *backend.Request, rd *ruled, h uint64, now, storeN
 			r.wrote(storeNow, e.Life, rule.Retain(), req.Now)
 			sh.entries += r.st.Len() - before
 			if out.RetryAfter != 0 && req.Now == 0 {
-				sh.log.publish(ref, r)
+				sh.log.publish(ref, r, now, &rd.rate, req.Cost)
 				sh.publishes()
 			}
 			return true
@@ -240,7 +240,7 @@ func decideIn[S any, P stateOf[S]](sh *shard, t *table[S], req *backend.Request,
 		t.seen(ref, r)
 		*out = st.Peek(now, rule.Rate(), req.Cost)
 		if out.RetryAfter != 0 && rd.block == 0 && req.Now == 0 { // as a Take's denial: TakeAll peeks first
-			t.publish(ref, r)
+			t.publish(ref, r, now, &rd.rate, req.Cost)
 			sh.publishes()
 		}
 		return nil
@@ -273,7 +273,7 @@ func takeIn[S any](sh *shard, t *table[S], req *backend.Request, rd *ruled, h ui
 	e := takeTo(&r.st, now, &rd.rate, req.Cost, out)
 	r.wrote(storeNow, e.Life, req.Rule.Retain(), req.Now)
 	if out.RetryAfter != 0 && !e.Changed && rd.block == 0 && req.Now == 0 {
-		t.publish(ref, r)
+		t.publish(ref, r, now, &rd.rate, req.Cost)
 		sh.publishes()
 	}
 	if grown := held(&r.st) - before; grown != 0 { // a Take prunes, admitted or not
