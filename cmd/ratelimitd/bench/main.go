@@ -128,11 +128,16 @@ func run(duration time.Duration, rounds, callers, values, limit, descriptors int
 // the top of an hour, until that has passed: the rules' windows are an
 // hour's, fixed windows turn there, and a round that spans the turn admits
 // more than limit*values from every service (10,312 in one run).
-func clearOfTheHour(d time.Duration) {
+func clearOfTheHour(d time.Duration) { clearOfATurn(time.Hour, d+2*time.Second, time.Second) }
+
+// clearOfATurn waits, when a window of length unit (aligned on the epoch,
+// as both services align them) turns within d from now, until that turn
+// is past by past.
+func clearOfATurn(unit, d, past time.Duration) {
 	now := time.Now()
-	turn := now.Truncate(time.Hour).Add(time.Hour)
-	if now.Add(d + 2*time.Second).After(turn) {
-		time.Sleep(time.Until(turn) + time.Second)
+	turn := now.Truncate(unit).Add(unit)
+	if now.Add(d).After(turn) {
+		time.Sleep(time.Until(turn) + past)
 	}
 }
 
