@@ -217,7 +217,8 @@ type Outcome = algorithm.Outcome
 // changes) is its Info, read once.
 //
 // Take, Peek and Reset every store implements; TakeAll, PeekAll, Refund,
-// Charge, Acquire and Release a store may leave to Unimplemented, embedded,
+// Charge, ChargeAll, Acquire and Release a store may leave to
+// Unimplemented, embedded,
 // which answers errors.ErrUnsupported
 // (the one way a store says it cannot), and Info the zero Info. Every
 // method returns an Outcome or an error, never both: a store that cannot
@@ -283,6 +284,21 @@ type Store interface {
 	// afterwards, Allowed when the charge fit in the quota. It validates
 	// with Request.ValidateCharge.
 	Charge(ctx context.Context, req Request) (Outcome, error)
+	// ChargeAll is each request's Charge, into outs (as long as reqs), in
+	// one call: one round trip on a server (on a cluster, one per shard,
+	// sent at once), where one Charge after another takes one each. Each
+	// charge is atomic on its own, as Charge is; together they are no
+	// atomic step (a charge is recorded whatever the quota: there is no
+	// all-or-nothing to keep). ratelimit.Multi's ChargeN uses it when
+	// every Limiter shares the store (ratelimitd's descriptors counted as
+	// envoyproxy/ratelimit counts them). Two requests on the same state
+	// (prefix, key and algorithm) are not supported. On an error, the
+	// outcomes of charges that were made are in outs (At not 0): a call
+	// that fails on one shard of a cluster returns a ShardError, and the
+	// other shards' charges stand. A store that cannot returns an error
+	// wrapping errors.ErrUnsupported, charging nothing, and the caller
+	// charges one by one.
+	ChargeAll(ctx context.Context, reqs []Request, outs []Outcome) error
 	// Acquire takes a permit of req.Key under req.Rule, an InFlight rule
 	// (Limit permits held at once, each a lease of Window µs), as permit
 	// id, when one is free; an id already held is renewed, whatever is
@@ -342,7 +358,7 @@ type Info struct {
 }
 
 // Unimplemented answers the operations of Store that a store may leave out:
-// TakeAll, PeekAll, Refund, Charge, Acquire and Release with an error
+// TakeAll, PeekAll, Refund, Charge, ChargeAll, Acquire and Release with an error
 // wrapping errors.ErrUnsupported (callers then decide or peek several
 // requests one by one, and cannot refund, charge or hold permits), and Info
 // with the zero Info. Embed it in a store, which then
@@ -368,6 +384,11 @@ func (Unimplemented) Refund(context.Context, Request) (Outcome, error) {
 // Charge implements Store: errors.ErrUnsupported.
 func (Unimplemented) Charge(context.Context, Request) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("ratelimit/backend: charging: %w", errors.ErrUnsupported)
+}
+
+// ChargeAll implements Store: errors.ErrUnsupported.
+func (Unimplemented) ChargeAll(context.Context, []Request, []Outcome) error {
+	return fmt.Errorf("ratelimit/backend: charging several requests together: %w", errors.ErrUnsupported)
 }
 
 // Acquire implements Store: errors.ErrUnsupported.

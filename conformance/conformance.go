@@ -24,8 +24,8 @@
 // and explicit margins, so the suite also holds on a server that keeps its
 // own time. A store that decides several requests together (its TakeAll
 // is not backend.Unimplemented's) has its TakeAll checked too, one that
-// peeks at several its PeekAll, one that
-// refunds its Refund, and one that drops state by itself (a TTL, a sweeper) shows
+// peeks at several its PeekAll, one that charges several its ChargeAll,
+// one that refunds its Refund, and one that drops state by itself (a TTL, a sweeper) shows
 // the kit with Expire that it keeps what it must. Benchmark measures a
 // store the way this module's backends are measured. The kit uses plain
 // testing only.
@@ -177,6 +177,7 @@ var storeScenarios = []scenario{
 	{"reset clears the key under every algorithm, and only that key", resetClearsEveryAlgorithm},
 	{"TakeAll admits several policies on one key together or not at all", takeAllIsAtomic},
 	{"PeekAll says what each Peek says, and records nothing", peekAllSaysWhatEachPeekSays},
+	{"ChargeAll charges each request as its Charge would", chargeAllChargesAsEachChargeDoes},
 	{"limits and costs at their bounds neither overflow nor over-admit", atTheBounds},
 	{"a fixed window may be a year long", aYearLongFixedWindow},
 	{"state from a clock that stepped back holds nothing past one window", clockStepsBack},

@@ -16,22 +16,7 @@ import (
 // the key its rule would box. A store whose PeekAll is unsupported is
 // skipped: callers then peek one by one.
 func peekAllSaysWhatEachPeekSays(t *testing.T, e *env) {
-	s, ctx, model := e.newStore(t), context.Background(), NewModel()
-	probe := []backend.Request{e.request("peek-all-probe:", "probe", e.policy(1, time.Minute), 1)}
-	if !supported(s.PeekAll(ctx, probe, make([]backend.Outcome, 1))) {
-		t.Skip("the store peeks at no requests together (its PeekAll is unsupported)")
-	}
-	policy, boxed := e.policy(3, time.Minute), e.policy(3, time.Minute)
-	if s.Info().Blocks {
-		boxed = boxed.BlockFor(time.Hour)
-	}
-	take := func(prefix, key string, p ratelimit.Policy) {
-		t.Helper()
-		r := e.request(prefix, key, p, 1)
-		out, err := s.Take(ctx, r)
-		mustNoError(t, err)
-		mustDecide(t, decisionOf(model.Take(r), r.Rule), decisionOf(out, r.Rule), "taking %s%s", prefix, key)
-	}
+	s, ctx, model, policy, boxed, take := e.several(t, "peek", backend.Store.PeekAll)
 	for range 3 {
 		take("a:", "alice", policy)
 		take("boxed:", "alice", boxed)
@@ -67,4 +52,30 @@ func peekAllSaysWhatEachPeekSays(t *testing.T, e *env) {
 		mustDecide(t, decisionOf(model.Take(r), r.Rule), decisionOf(out, r.Rule), "a take after the peeks, request %d", i)
 		mustTrue(t, out.Allowed(), "request %d: nothing held it back", i)
 	}
+}
+
+// several starts a scenario of several requests in one call (PeekAll,
+// ChargeAll: what, its verb) on a new store, skipped when the store does
+// not support call: the store, its model, a policy of 3 a minute and the
+// same with an hour's penalty box where the store keeps boxes, and take,
+// which takes 1 from the store and requires the model's answer.
+func (e *env) several(t *testing.T, what string, call func(backend.Store, context.Context, []backend.Request, []backend.Outcome) error) (
+	s backend.Store, ctx context.Context, model *Model, policy, boxed ratelimit.Policy, take func(prefix, key string, p ratelimit.Policy)) {
+	s, ctx, model = e.newStore(t), context.Background(), NewModel()
+	probe := []backend.Request{e.request(what+"-all-probe:", "probe", e.policy(1, time.Minute), 1)}
+	if !supported(call(s, ctx, probe, make([]backend.Outcome, 1))) {
+		t.Skipf("the store does not %s several requests together (it is unsupported)", what)
+	}
+	policy, boxed = e.policy(3, time.Minute), e.policy(3, time.Minute)
+	if s.Info().Blocks {
+		boxed = boxed.BlockFor(time.Hour)
+	}
+	take = func(prefix, key string, p ratelimit.Policy) {
+		t.Helper()
+		r := e.request(prefix, key, p, 1)
+		out, err := s.Take(ctx, r)
+		mustNoError(t, err)
+		mustDecide(t, decisionOf(model.Take(r), r.Rule), decisionOf(out, r.Rule), "taking %s%s", prefix, key)
+	}
+	return s, ctx, model, policy, boxed, take
 }

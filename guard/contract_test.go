@@ -56,6 +56,16 @@ func TestTheFallbacksDecisionComesBesideTheFailure(t *testing.T) {
 		require.Equal(t, []int64{2, 2}, []int64{outs[0].Count, outs[1].Count}, "what the takes left, nothing more")
 	}
 
+	// Several charges (ChargeAll) are the fallback's too, each under its
+	// share, a charge past the share's MaxCost (and the rule's) included.
+	err = s.ChargeAll(ctx, []backend.Request{{Rule: perMinute, Key: "c", Cost: 30}, {Rule: perHour, Key: "c", Cost: 1}}, outs)
+	require.ErrorAs(t, err, &fb)
+	require.ErrorIs(t, err, backend.ErrStore)
+	require.Len(t, fb.Rules, 2, "a rule for each request")
+	require.Equal(t, []int64{5, 10}, []int64{fb.Rules[0].MaxCost(), fb.Rules[1].MaxCost()})
+	require.Equal(t, []int64{30, 1}, []int64{outs[0].Count, outs[1].Count}, "each charged its cost")
+	require.Equal(t, []bool{false, true}, []bool{outs[0].Allowed(), outs[1].Allowed()}, "30 past a share of 5; 1 within 10")
+
 	// The Limiter makes of it the fallback's Decision, and no error.
 	l, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.FixedWindow, 20, time.Minute), ratelimit.WithPrefix("m:"))
 	require.NoError(t, err)

@@ -72,19 +72,24 @@ func (s *Store) shareOf(rule *backend.Rule) *shared {
 	}).(*shared)
 }
 
-// localAll asks op (TakeAll, PeekAll) of the fallback, each request under
-// this instance's share of its rule, for the primary's failure cause.
-func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, op several, cause error) error {
+// localAll asks op (TakeAll, PeekAll, ChargeAll: charge) of the fallback,
+// each request under this instance's share of its rule, for the primary's
+// failure cause.
+func (s *Store) localAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, op several, charge bool, cause error) error {
 	if s.fallback == nil {
 		return cause
 	}
 	shared := make([]backend.Request, len(reqs))
 	for i, req := range reqs {
-		if err := req.Validate(); err != nil { // as in local
+		validate := req.Validate
+		if charge {
+			validate = req.ValidateCharge
+		}
+		if err := validate(); err != nil { // as in local
 			return fmt.Errorf("ratelimit/guard: %w", err)
 		}
 		var err error
-		if shared[i], err = s.localRequest(req, false); err != nil {
+		if shared[i], err = s.localRequest(req, charge); err != nil {
 			return fmt.Errorf("%w (the primary: %w)", err, cause)
 		}
 	}

@@ -92,6 +92,14 @@ func (f *flaky) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 	return f.Store.PeekAll(ctx, reqs, outs)
 }
 
+func (f *flaky) ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return errGone
+	}
+	return f.Store.ChargeAll(ctx, reqs, outs)
+}
+
 // transitions records the breaker's state changes.
 type transitions struct {
 	mu  sync.Mutex

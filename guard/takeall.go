@@ -15,21 +15,30 @@ import (
 // and a failure is charged to the node it failed on when the store says
 // (a backend.ShardError), else to each of them.
 func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	return s.all(ctx, reqs, outs, backend.Store.TakeAll)
+	return s.all(ctx, reqs, outs, backend.Store.TakeAll, false)
 }
 
 // PeekAll implements backend.Store as TakeAll does: the primary's through
 // the breakers of its nodes, the fallback's (this instance's share) while
 // the primary cannot answer.
 func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
-	return s.all(ctx, reqs, outs, backend.Store.PeekAll)
+	return s.all(ctx, reqs, outs, backend.Store.PeekAll, false)
 }
 
-// several is an operation on several requests: TakeAll or PeekAll.
+// ChargeAll implements backend.Store as TakeAll does: the primary's
+// through the breakers of its nodes, the fallback's (each charge against
+// this instance's share) while the primary cannot answer.
+func (s *Store) ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	return s.all(ctx, reqs, outs, backend.Store.ChargeAll, true)
+}
+
+// several is an operation on several requests: TakeAll, PeekAll or
+// ChargeAll.
 type several func(backend.Store, context.Context, []backend.Request, []backend.Outcome) error
 
-// all asks op of the primary, or of the fallback (see TakeAll).
-func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, op several) error {
+// all asks op of the primary, or of the fallback (see TakeAll); charge
+// says op is ChargeAll, whose costs may pass a rule's MaxCost.
+func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, op several, charge bool) error {
 	if len(outs) != len(reqs) {
 		return fmt.Errorf("ratelimit/guard: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
@@ -42,7 +51,7 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.
 		if callerDone(ctx) {
 			return err
 		}
-		return s.localAll(ctx, reqs, outs, op, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
+		return s.localAll(ctx, reqs, outs, op, charge, fmt.Errorf("ratelimit/guard: the time budget ran out before the call: %w: %w", backend.ErrStore, err))
 	}
 	// The breakers and their probes in arrays of the call's: a call of a
 	// few nodes allocates nothing (ratelimitd's three descriptors a request
@@ -52,7 +61,7 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.
 	bs := s.breakersOf(reqs, bsOf[:0])
 	probes, allowed := allowAll(bs, probesOf[:0])
 	if !allowed {
-		return s.localAll(ctx, reqs, outs, op, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
+		return s.localAll(ctx, reqs, outs, op, charge, fmt.Errorf("%w: %w", ErrOpen, backend.ErrStore))
 	}
 	err := op(s.primary, ctx, reqs, outs)
 	o, blamed := judge(ctx, err), (*breaker)(nil)
@@ -63,7 +72,7 @@ func (s *Store) all(ctx context.Context, reqs []backend.Request, outs []backend.
 	if err == nil || errors.Is(err, errors.ErrUnsupported) || callerGone(ctx) {
 		return err
 	}
-	return s.localAll(ctx, reqs, outs, op, err)
+	return s.localAll(ctx, reqs, outs, op, charge, err)
 }
 
 // blamed is the breaker of the node a failed call blames (a ShardError

@@ -102,3 +102,21 @@ func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 	}
 	return nil
 }
+
+// ChargeAll implements backend.Store as Charge does, for each request: the
+// keys' cached denials go, then the store records the usage
+// (errors.ErrUnsupported if it cannot).
+func (s *Store) ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	s.forgetAll(reqs)
+	defer s.forgetAll(reqs) // as Reset
+	return s.next.ChargeAll(ctx, reqs, outs)
+}
+
+// forgetAll forgets the key of each of reqs that has a rule.
+func (s *Store) forgetAll(reqs []backend.Request) {
+	for i := range reqs {
+		if reqs[i].Rule != nil {
+			s.forget(reqs[i].Rule.Prefix(), reqs[i].Key)
+		}
+	}
+}

@@ -31,10 +31,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []backend.Request, outs []back
 		if req.Rule.Algorithm() == backend.InFlight {
 			return backend.Unsupported("ratelimit/memory: permits taken together", backend.InFlight)
 		}
-		for _, other := range reqs[:i] {
-			if other.Key == req.Key && other.Rule.Algorithm() == req.Rule.Algorithm() && other.Rule.Prefix() == req.Rule.Prefix() {
-				return fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
-			}
+		if err := twice(reqs, i); err != nil {
+			return err
 		}
 		rds[i] = ruleOf(req.Rule)
 		hashes[i] = s.hash(req, rds[i])
@@ -90,6 +88,46 @@ func (s *Store) takeAllLocked(shards []uint64, reqs []backend.Request, rds []*ru
 		err = sh.decide(&reqs[i], rds[i], hashes[i], at(&reqs[i]), storeNow, take, &outs[i])
 	}
 	return err
+}
+
+// twice refuses reqs[i] if an earlier request is on its state.
+func twice(reqs []backend.Request, i int) error {
+	req := &reqs[i]
+	for _, other := range reqs[:i] {
+		if other.Key == req.Key && other.Rule.Algorithm() == req.Rule.Algorithm() && other.Rule.Prefix() == req.Rule.Prefix() {
+			return fmt.Errorf("ratelimit/memory: two requests on the state of %q under %q: %w", req.Key, req.Rule.Prefix(), errors.ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// ChargeAll implements backend.Store: each request's Charge, in order, in
+// process (there is no round trip to save). Every request is checked
+// before any is charged; on an error, the charges made are in outs.
+func (s *Store) ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	if len(outs) != len(reqs) {
+		return fmt.Errorf("ratelimit/memory: %w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
+	}
+	for i := range reqs {
+		if err := reqs[i].ValidateCharge(); err != nil {
+			return err
+		}
+		if reqs[i].Rule.Algorithm() == backend.InFlight {
+			return backend.Unsupported("ratelimit/memory: permits charged", backend.InFlight)
+		}
+		if err := twice(reqs, i); err != nil {
+			return err
+		}
+	}
+	clear(outs)
+	for i := range reqs {
+		out, err := s.Charge(ctx, reqs[i])
+		if err != nil {
+			return err
+		}
+		outs[i] = out
+	}
+	return nil
 }
 
 // PeekAll implements backend.Store: each request's Peek, in process (there

@@ -15,7 +15,7 @@ import (
 // other operation and Info are the embedded store's.
 type Store struct {
 	backend.Store
-	Takes, Peeks, TakeAlls, PeekAlls, Charges, Acquires atomic.Int64
+	Takes, Peeks, TakeAlls, PeekAlls, Charges, ChargeAlls, Acquires atomic.Int64
 }
 
 // New counts the calls that reach next.
@@ -23,7 +23,7 @@ func New(next backend.Store) *Store { return &Store{Store: next} }
 
 // Calls is the calls counted, of every operation.
 func (s *Store) Calls() int64 {
-	return s.Takes.Load() + s.Peeks.Load() + s.TakeAlls.Load() + s.PeekAlls.Load() + s.Charges.Load() + s.Acquires.Load()
+	return s.Takes.Load() + s.Peeks.Load() + s.TakeAlls.Load() + s.PeekAlls.Load() + s.Charges.Load() + s.ChargeAlls.Load() + s.Acquires.Load()
 }
 
 // Take implements backend.Store.
@@ -54,6 +54,12 @@ func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 func (s *Store) Charge(ctx context.Context, req backend.Request) (backend.Outcome, error) {
 	s.Charges.Add(1)
 	return s.Store.Charge(ctx, req)
+}
+
+// ChargeAll implements backend.Store.
+func (s *Store) ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) error {
+	s.ChargeAlls.Add(1)
+	return s.Store.ChargeAll(ctx, reqs, outs)
 }
 
 // Acquire implements backend.Store.

@@ -59,15 +59,37 @@ func PeekAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome
 	if err := CheckAll(reqs, outs); err != nil {
 		return err
 	}
+	return byTags(ctx, reqs, outs, anyKeys, lua.Look, run)
+}
+
+// ChargeAll is backend.Store's ChargeAll for a store whose client runs the
+// script with run, as PeekAll peeks (op Charge): each request charged
+// whatever the quota, and on keys of several tags, a group that fails
+// leaves the other groups' charges made, their outcomes in outs.
+func ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, anyKeys bool, run Runner) error {
+	if err := checkAll(reqs, outs, (*backend.Request).ValidateCharge); err != nil {
+		return err
+	}
+	clear(outs)
+	return byTags(ctx, reqs, outs, anyKeys, lua.Charge, run)
+}
+
+// byTags runs op on reqs: in one script on a single server (anyKeys) or
+// for one hash tag; keys of several tags by a script per tag, sent at once.
+// No request asks nothing of the server.
+func byTags(ctx context.Context, reqs []backend.Request, outs []backend.Outcome, anyKeys bool, op lua.Op, run Runner) error {
+	if len(reqs) == 0 {
+		return nil
+	}
 	keys, err := KeysAll(reqs, anyKeys)
 	switch {
 	case errors.Is(err, ErrApart):
 		groups, order := groupsOf(reqs)
-		return WithContext(ctx, eachGroup(ctx, reqs, outs, groups, order, lua.Look, byTag(run)))
+		return WithContext(ctx, eachGroup(ctx, reqs, outs, groups, order, op, byTag(run)))
 	case err != nil:
 		return err
 	}
-	return WithContext(ctx, run(ctx, reqs, keys, lua.Look, outs))
+	return WithContext(ctx, run(ctx, reqs, keys, op, outs))
 }
 
 // byTag is the GroupDecider of run: a group's requests share a hash tag.
@@ -168,11 +190,16 @@ func decideGroup(ctx context.Context, reqs []backend.Request, outs []backend.Out
 // CheckAll is Request.Validate for each of reqs, and checks that outs has
 // room for their outcomes.
 func CheckAll(reqs []backend.Request, outs []backend.Outcome) error {
+	return checkAll(reqs, outs, (*backend.Request).Validate)
+}
+
+// checkAll is CheckAll with validate for Request.Validate.
+func checkAll(reqs []backend.Request, outs []backend.Outcome, validate func(*backend.Request) error) error {
 	if len(outs) != len(reqs) {
 		return fmt.Errorf("%w: %d outcomes for %d requests", backend.ErrInvalidArgument, len(outs), len(reqs))
 	}
 	for i := range reqs {
-		if err := reqs[i].Validate(); err != nil {
+		if err := validate(&reqs[i]); err != nil {
 			return err
 		}
 		if reqs[i].Rule.Algorithm() == backend.InFlight {

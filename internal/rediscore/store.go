@@ -278,6 +278,21 @@ func (s *Store) PeekAll(ctx context.Context, reqs []backend.Request, outs []back
 	return nil
 }
 
+// ChargeAll implements backend.Store: one request by its own script or
+// function (Charge); several by one call (All's, op Charge), which
+// publishes the news of each change, as PeekAll groups them.
+func (s *Store) ChargeAll(ctx context.Context, reqs []backend.Request, outs []backend.Outcome) (err error) {
+	defer Recover(s.Name, &err)
+	if len(reqs) == 1 && len(outs) == 1 {
+		outs[0], err = s.Decide(ctx, reqs[0], lua.Charge)
+		return err
+	}
+	if err := ChargeAll(ctx, reqs, outs, s.OneServer, s.all); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return nil
+}
+
 // all runs All (or its function: see script) for reqs on keys, with op,
 // into outs.
 func (s *Store) all(ctx context.Context, reqs []backend.Request, keys []string, op lua.Op, outs []backend.Outcome) error {

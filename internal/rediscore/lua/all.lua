@@ -34,7 +34,8 @@ end
 -- decide decides the request whose arguments start at argv[a] and whose keys
 -- start at keys[k], with op, and returns its answer and the index of the
 -- next request's first key. A request whose key is in its penalty box is
--- denied so, whatever op.
+-- denied so, whatever op but a charge, which does its work first (then
+-- box_denied answers so).
 local function decide(a, k, op)
   local alg, now, cost = argv[a], argv[a + 2], argv[a + 3]
   if now ~= now_text then now_text, now_number = now, tonumber(now) end
@@ -58,9 +59,9 @@ local function decide(a, k, op)
   if b then
     kblock = keys[k + nkeys]
     box_check()
-    if boxed_until then return boxed(boxed_until), next_k end
+    if boxed_until and op ~= 'charge' then return boxed(boxed_until), next_k end
     boxes = boxes or {}
-    boxes[a], kblock = {keys[k + nkeys], b, now, p1}, nil
+    boxes[a], kblock = {keys[k + nkeys], b, now, p1, boxed_until}, nil
   end
   if alg == 'sw' then
     return sliding(keys[k], keys[k + 1], op, now, cost, retain, p1, p2, own_clock), next_k
@@ -71,11 +72,14 @@ local function decide(a, k, op)
 end
 
 -- box_denied puts the key of the request at argv[a], denied as o says, in
--- its penalty box if it has one, and answers so; else o.
+-- its penalty box if it has one, and answers so; else o. A charged key
+-- already in its box (decide went on) answers so.
 local function box_denied(a, o)
   local bx = boxes and boxes[a]
-  if not bx or o[1] ~= 0 then return o end
+  if not bx then return o end
   kblock, block, now0, maxcost = bx[1], bx[2], bx[3], bx[4]
+  if bx[5] then return boxed(bx[5]) end
+  if o[1] ~= 0 then return o end
   return box()
 end
 

@@ -117,14 +117,21 @@ func (c *ArgCache[T]) ForAll(reqs []backend.Request) []T { return c.ForAllOp(req
 
 // ForAllOp returns the arguments of several requests decided together with
 // op: Take (TakeAll), Peek (every one peeked, nothing written but the
-// boxes of the denied) or Look (every one peeked, nothing written).
+// boxes of the denied), Look (every one peeked, nothing written) or Charge
+// (every one charged).
 func (c *ArgCache[T]) ForAllOp(reqs []backend.Request, op Op) []T { return c.ForAllAt(reqs, op, 0) }
 
 // ForAllAt is ForAllOp, with the requests on the store's clock (no Now)
 // whose scripts need not read TIME (ReadsTime) decided at now instead,
-// when it is not 0: the server's time as the store estimates it.
+// when it is not 0: the server's time as the store estimates it. For
+// Charge (ChargeAll: every one charged), the news of each charge follows
+// the requests' arguments, one each, in their order.
 func (c *ArgCache[T]) ForAllAt(reqs []backend.Request, op Op, now int64) []T {
-	args := make([]T, 0, ArgsPerRequest*len(reqs))
+	size := ArgsPerRequest * len(reqs)
+	if op == Charge {
+		size += len(reqs)
+	}
+	args := make([]T, 0, size)
 	estimate := c.serverClock
 	if now != 0 {
 		estimate = c.format(Estimated(now)) // once for every request
@@ -136,6 +143,11 @@ func (c *ArgCache[T]) ForAllAt(reqs []backend.Request, op Op, now int64) []T {
 			at = estimate
 		}
 		args = append(c.appendArgsAt(append(args, ra.alg), req, op, at), ra.rule)
+	}
+	if op == Charge {
+		for _, req := range reqs {
+			args = append(args, c.str(News(req.Rule.Prefix(), req.Key)))
+		}
 	}
 	return args
 }

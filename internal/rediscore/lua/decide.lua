@@ -1,13 +1,15 @@
 -- Several requests in one atomic step (TakeAll): all admitted and
 -- recorded, or none recorded; or several peeked (ARGV[2] == 'peek': the
--- first step of TakeApart, apart.go; 'look': PeekAll). A take here is a
+-- first step of TakeApart, apart.go; 'look': PeekAll); or several charged
+-- (ARGV[2] == 'charge': ChargeAll, no atomic step). A take here is a
 -- TakeAll's: a denial writes nothing (quiet) but its penalty box; so does
 -- a peek's, which fails its TakeAll; a look's boxes nothing.
 -- KEYS  per request, its keys (one; the log and its meta for a sliding log:
 --       keys.go), then its penalty box's if it has one; on a cluster, one
 --       hash tag for all
 -- ARGV  5 per request: algorithm ('sw' | 'fw' | 'swc' | 'gcra'), then
---       one.lua's first four (op, now, cost, the rule's numbers)
+--       one.lua's first four (op, now, cost, the rule's numbers); for
+--       'charge', then the news of each request (one.lua's ARGV[6])
 -- Returns 5 integers per request, as one.lua's reply: the request whose
 -- arguments start at ARGV[a] has its answer at out[a] to out[a + 4] (as
 -- many answers as arguments a request: lua.ArgsPerRequest)
@@ -19,6 +21,24 @@ keys, argv, server_now, boxes = KEYS, ARGV, nil, nil -- all.lua's
 if #ARGV == 5 and ARGV[2] ~= 'look' then return box_denied(1, (decide(1, 1, ARGV[2]))) end
 
 local out, k = {}, 1
+
+-- Several charged (ChargeAll; ARGV[2] == 'charge'): each request's Charge
+-- in turn, as one.lua and box.lua make one (a key in its box is charged
+-- and answers so; a charge that did not fit boxes it), and the news of
+-- each change goes out (common.lua: news). ARGV holds the requests' five
+-- arguments each, then their news, one each, in their order.
+if ARGV[2] == 'charge' then
+  local n = #ARGV / 6
+  quiet = false
+  for i = 1, n do
+    local a, o = 5 * i - 4, nil
+    o, k = decide(a, k, 'charge')
+    o = box_denied(a, o)
+    redis.pcall('PUBLISH', 'CHANNEL', ARGV[5 * n + i])
+    for j = 1, 5 do out[a - 1 + j] = o[j] end
+  end
+  return out
+end
 
 -- Several peeked: nothing written but the boxes of the denied ('peek': a
 -- TakeAll's first step), or nothing at all ('look': PeekAll).

@@ -39,7 +39,7 @@ var (
 	//go:embed gcra.lua
 	gcra string
 	//go:embed decide.lua
-	decide string
+	decideFile string
 	//go:embed all.lua
 	allHelpers string
 	//go:embed one.lua
@@ -54,8 +54,10 @@ var (
 	// sliding is the sliding log's functions, both forms.
 	sliding = slidingParts + slidingLong + strings.Replace(slidingShort, "= SHORT_LOG", "= "+strconv.Itoa(ShortLog), 1)
 
-	// epilogue is box.lua with the channel of changes written in.
+	// epilogue is box.lua with the channel of changes written in, and
+	// decide decide.lua (a ChargeAll's news).
 	epilogue = strings.Replace(box, "'CHANNEL'", "'"+Channel+"'", 1)
+	decide   = strings.Replace(decideFile, "'CHANNEL'", "'"+Channel+"'", 1)
 
 	// The bodies of the O(1) algorithms, each after the read of its state
 	// and before the penalty box's epilogue, which returns the answer.
