@@ -36,6 +36,10 @@ type Multi struct {
 	// dry-run mode (whose admissions must not hold back the others'
 	// records): its TakeAll is tried first.
 	atomic backend.Store
+	// shared is the store every Limiter shares, dry run or not: its
+	// PeekAll and ChargeAll are tried first (no all-or-nothing there for a
+	// dry run to hold back; each answer is settled by its own Limiter).
+	shared backend.Store
 }
 
 // MultiDecision is the strictest of the policies' decisions.
@@ -71,9 +75,13 @@ func NewMulti(limiters ...*Limiter) (*Multi, error) {
 	}
 	m := &Multi{limiters: limiters}
 	if s := limiters[0].store; reflect.TypeOf(s).Comparable() {
-		m.atomic = s
+		m.shared, m.atomic = s, s
 		for _, l := range limiters {
-			if l.dryRun || l.store != limiters[0].store {
+			if l.store != s {
+				m.shared, m.atomic = nil, nil
+				break
+			}
+			if l.dryRun {
 				m.atomic = nil
 			}
 		}

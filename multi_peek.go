@@ -17,7 +17,7 @@ import (
 // PeekAll: on a server, one round trip), they are asked in one; otherwise
 // one by one.
 func (m *Multi) Peek(ctx context.Context, keys ...string) (MultiDecision, error) {
-	if m.atomic != nil && len(keys) == len(m.limiters) && len(keys) > 1 {
+	if m.shared != nil && len(keys) == len(m.limiters) && len(keys) > 1 {
 		if md, ok, err := m.peekAll(ctx, keys); ok {
 			return md, err
 		}
@@ -27,7 +27,16 @@ func (m *Multi) Peek(ctx context.Context, keys ...string) (MultiDecision, error)
 
 // peekAll is Peek by the shared store's PeekAll; ok is false, with nothing
 // asked, when the store cannot (errors.ErrUnsupported).
-func (m *Multi) peekAll(ctx context.Context, keys []string) (md MultiDecision, ok bool, err error) {
+func (m *Multi) peekAll(ctx context.Context, keys []string) (MultiDecision, bool, error) {
+	return m.together(ctx, keys, 1, OpPeek, backend.Store.PeekAll)
+}
+
+// together asks call of the shared store for every Limiter's request of
+// keys[i] at cost, in one call, and settles each as op; ok is false, with
+// nothing asked, when the store cannot (errors.ErrUnsupported). A call that
+// fails on one shard after charges on others (a ChargeAll's ShardError)
+// settles those charges as made.
+func (m *Multi) together(ctx context.Context, keys []string, cost int, op Op, call func(backend.Store, context.Context, []backend.Request, []backend.Outcome) error) (md MultiDecision, ok bool, err error) {
 	cs := make([]*compiled, len(m.limiters))
 	reqs := make([]backend.Request, len(m.limiters))
 	for i, l := range m.limiters {
@@ -37,20 +46,27 @@ func (m *Multi) peekAll(ctx context.Context, keys []string) (md MultiDecision, o
 		if cs[i], err = l.request(ctx, keys[i], 1, &reqs[i]); err != nil {
 			return MultiDecision{}, true, fmt.Errorf("%w (%s)", err, l.name)
 		}
+		reqs[i].Cost = int64(cost)
 	}
 	began := time.Now()
 	sctx, budget := m.limiters[0].budget(ctx, began)
 	outs := make([]backend.Outcome, len(reqs))
-	err = m.atomic.PeekAll(sctx, reqs, outs)
+	err = call(m.shared, sctx, reqs, outs)
 	budget.end()
 	if errors.Is(err, errors.ErrUnsupported) {
 		return MultiDecision{}, false, nil
 	}
+	var shard *backend.ShardError
+	partly := err != nil && errors.As(err, &shard)
 	md = MultiDecision{Decisions: make([]Decision, len(m.limiters)), Policies: make([]Policy, len(m.limiters))}
 	var errs []error
 	for i, l := range m.limiters {
 		md.Policies[i] = cs[i].policy
-		d, lerr := l.settle(ctx, cs[i], reqs[i], OpPeek, true, &outs[i], shareOf(err, len(reqs), i), began)
+		share := shareOf(err, len(reqs), i)
+		if partly && outs[i].At != 0 { // made on a shard that answered
+			share = nil
+		}
+		d, lerr := l.settle(ctx, cs[i], reqs[i], op, true, &outs[i], share, began)
 		if lerr != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", l.name, lerr))
 			continue

@@ -4,16 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/ratelimit-go/ratelimit/backend"
 )
 
 // ChargeN records n of usage under every policy (each Limiter's Charge with
 // keys[i]), whatever their quota: the answer is the strictest of their
-// charges, Allowed when the usage fit in every policy. The charges are made
-// one by one, each atomic: a policy whose store fails is not charged, and
-// its error is returned with the decisions of those that were.
+// charges, Allowed when the usage fit in every policy. Each charge is
+// atomic, and none waits on another: when every Limiter shares a store
+// that charges several requests in one call (backend.Store's ChargeAll: on
+// a server, one round trip), they are made in one; otherwise one by one. A
+// policy whose store fails is not charged, and its error is returned with
+// the decisions of those that were.
 func (m *Multi) ChargeN(ctx context.Context, keys []string, n int) (MultiDecision, error) {
 	if n < 1 || int64(n) > MaxCharge {
 		return MultiDecision{}, fmt.Errorf("%w: a charge of %d, want 1 to %d", ErrInvalidCost, n, int64(MaxCharge))
+	}
+	if m.shared != nil && len(keys) == len(m.limiters) && len(keys) > 1 {
+		if md, ok, err := m.together(ctx, keys, n, OpCharge, backend.Store.ChargeAll); ok {
+			return md, err
+		}
 	}
 	return m.each(ctx, keys, func(l *Limiter, key string) (Decision, error) { return l.Charge(ctx, key, n) })
 }

@@ -153,22 +153,8 @@ func TestFunctionsWhereTheServerHasThem(t *testing.T) {
 // descriptors, and 0.32x envoyproxy/ratelimit's rate. A listener hears
 // each, and a refused refund, which changes nothing, tells nothing.
 func TestAChangeIsOneCommandAndIsHeard(t *testing.T) {
-	c, listener := client(t), client(t)
-	hook := &countingHook{}
-	c.AddHook(hook)
+	c, hook, heard := listened(t)
 	ctx := context.Background()
-	ps := listener.Subscribe(ctx, lua.Channel)
-	t.Cleanup(func() { _ = ps.Close() })
-	_, err := ps.Receive(ctx) // the subscription's confirmation
-	require.NoError(t, err)
-	heard := func(what string) string {
-		t.Helper()
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		msg, err := ps.ReceiveMessage(rctx)
-		require.NoError(t, err, "%s: no news", what)
-		return msg.Payload
-	}
 	for _, alg := range backend.Algorithms() {
 		l := newLimiter(t, store(t, c), ratelimit.NewPolicy(alg, 5, time.Minute), ratelimit.WithPrefix(prefix(t)+alg.String()+":"))
 		d, err := l.Allow(ctx, "user") // loads the functions
@@ -194,6 +180,61 @@ func TestAChangeIsOneCommandAndIsHeard(t *testing.T) {
 	// algorithm's charge, and the last one's is a Reset's.
 	require.NoError(t, store(t, c).Reset(ctx, "after:", "x"))
 	require.Equal(t, lua.News("after:", "x"), heard("Reset"))
+}
+
+// A Multi's charge of several policies (a response's tokens, each policy
+// charged whatever its quota) is one command, where it was one a policy:
+// one call of All charges every request and publishes the news of each
+// change, in the requests' order, for other instances' near caches.
+func TestAMultiChargeIsOneCommandAndEachChargeIsHeard(t *testing.T) {
+	c, hook, heard := listened(t)
+	ctx := context.Background()
+	s := store(t, c)
+	var limiters []*ratelimit.Limiter
+	var news []string
+	for _, alg := range backend.Algorithms() {
+		p := prefix(t) + alg.String() + ":"
+		limiters = append(limiters, newLimiter(t, s, ratelimit.NewPolicy(alg, 5, time.Minute), ratelimit.WithPrefix(p)))
+		news = append(news, lua.News(p, "user"))
+	}
+	m, err := ratelimit.NewMulti(limiters...)
+	require.NoError(t, err)
+	keys := []string{"user", "user", "user", "user"}
+	_, err = m.Allow(ctx, keys...) // loads the functions
+	require.NoError(t, err)
+	sent := hook.n.Load()
+	md, err := m.ChargeN(ctx, keys, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, hook.n.Load()-sent, "one command for %d charges", len(keys))
+	require.True(t, md.Allowed, "1 and 3 of 5: the charge fits every policy")
+	for i, d := range md.Decisions {
+		require.Equal(t, 4, d.Count, "%v: the take and the charge", limiters[i].Policy())
+	}
+	for i, want := range news {
+		require.Equal(t, want, heard(fmt.Sprint("charge ", i)), "charge %d", i)
+	}
+}
+
+// listened is a client whose commands hook counts, and heard, which
+// returns the next news on the channel of changes (what names it in a
+// failure).
+func listened(t *testing.T) (c *goredis.Client, hook *countingHook, heard func(what string) string) {
+	c, listener := client(t), client(t)
+	hook = &countingHook{}
+	c.AddHook(hook)
+	ctx := context.Background()
+	ps := listener.Subscribe(ctx, lua.Channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err := ps.Receive(ctx) // the subscription's confirmation
+	require.NoError(t, err)
+	return c, hook, func(what string) string {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := ps.ReceiveMessage(rctx)
+		require.NoError(t, err, "%s: no news", what)
+		return msg.Payload
+	}
 }
 
 // A decision of three keys (a Multi's, ratelimitd's request of three
