@@ -26,6 +26,37 @@ func distinctKeys(checks []check) bool {
 	return true
 }
 
+// chargeable reports whether checks may be charged in one call of the
+// store (chargeAll): each names a key of its own, with a limit of its own
+// (not a rule of 0), and all at one cost above 0 (a check of 0 peeks).
+func chargeable(checks []check) bool {
+	for _, c := range checks {
+		if c.limiter == nil || c.cost <= 0 {
+			return false
+		}
+	}
+	return together(checks) && distinctKeys(checks)
+}
+
+// chargeAll is use for each of checks (chargeable) in one call: a Multi's
+// ChargeN, which a store that charges several requests together makes one
+// round trip (backend.Store's ChargeAll: one script on a server, where
+// useAll sent one each). A store that cannot charges them one by one.
+func chargeAll(ctx context.Context, checks []check, res *Result) error {
+	m, keys, err := multiOf(checks)
+	if err != nil {
+		return err
+	}
+	md, err := m.ChargeN(ctx, keys, checks[0].cost)
+	if err != nil {
+		return err
+	}
+	for i, c := range checks {
+		recordUse(res, c, md.Decisions[i], !md.Decisions[i].Allowed)
+	}
+	return nil
+}
+
 // useAll is use for each of checks, whose keys are distinct, at once: their
 // calls are in flight together, and on a client that pipelines concurrent
 // callers (valkey-go, go-redis's auto-pipeliner) they share a round trip,

@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
 	"github.com/ratelimit-go/ratelimit/cmd/ratelimitd/internal/config"
+	"github.com/ratelimit-go/ratelimit/internal/counted"
 )
 
 // meeting holds each Charge until want are in flight together (or a
@@ -70,23 +71,50 @@ func newCounting(t *testing.T, store backend.Store) *Service {
 	return svc
 }
 
-// As master counts, a request's descriptors of distinct keys are charged
-// at once (on a pipelining client, one round trip), not one after another:
-// three descriptors were three round trips, 0.75x envoyproxy/ratelimit's
-// rate. Each status is still its own descriptor's.
-func TestChargesOfDistinctKeysAreInFlightTogether(t *testing.T) {
+// As master counts, a request's descriptors of distinct keys at one cost
+// are charged in one call of the store (backend.Store's ChargeAll: one
+// script on a server), not one after another: three descriptors were
+// three round trips, 0.75x envoyproxy/ratelimit's rate, then three in
+// flight at once. Each status is still its own descriptor's.
+func TestChargesOfDistinctKeysAreOneCall(t *testing.T) {
+	m, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	store := counted.New(m)
+	svc := newCounting(t, store)
+	r := Request{Domain: "c", Descriptors: []Descriptor{desc("k1", "a"), desc("k2", "b"), desc("k3", "c")}}
+	for round := 1; round <= 2; round++ {
+		res, err := svc.Decide(context.Background(), r)
+		require.NoError(t, err)
+		for i, st := range res.Statuses {
+			assert.Equal(t, 11+i, st.Decision.Limit, "descriptor %d's own limit", i)
+			assert.Equal(t, round, st.Decision.Count, "descriptor %d charged once a request", i)
+		}
+	}
+	assert.EqualValues(t, 2, store.ChargeAlls.Load(), "one call a request")
+	assert.Zero(t, store.Charges.Load())
+}
+
+// Descriptors of distinct keys at costs of their own (hits_addend each)
+// are charged at once (on a pipelining client, one round trip), not one
+// after another.
+func TestChargesOfOwnCostsAreInFlightTogether(t *testing.T) {
 	m, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	store := &meeting{Store: m, want: 3, met: make(chan struct{})}
 	svc := newCounting(t, store)
 	r := Request{Domain: "c", Descriptors: []Descriptor{desc("k1", "a"), desc("k2", "b"), desc("k3", "c")}}
+	for i := range r.Descriptors {
+		cost := uint64(i + 1)
+		r.Descriptors[i].Cost = &cost
+	}
 	res, err := svc.Decide(context.Background(), r)
 	require.NoError(t, err)
 	assert.Equal(t, 3, store.most, "charges in flight together")
 	for i, st := range res.Statuses {
 		assert.Equal(t, 11+i, st.Decision.Limit, "descriptor %d's own limit", i)
-		assert.Equal(t, 1, st.Decision.Count, "descriptor %d charged once", i)
+		assert.Equal(t, i+1, st.Decision.Count, "descriptor %d charged its cost once", i)
 	}
 }
 

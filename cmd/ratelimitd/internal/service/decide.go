@@ -74,17 +74,23 @@ func (s *Service) decide(ctx context.Context, checks []check, res *Result) error
 // once its count passes its limit; a cost of 0 checks. The charges of a
 // request's distinct keys go to the store at once (useAll), as upstream
 // pipelines its INCRBYs; a key a request names twice is charged in order.
+// Charges of one cost on distinct keys are one call (chargeAll).
 func (s *Service) count(ctx context.Context, checks []check, res *Result) error {
-	if len(checks) > 1 && len(checks) <= maxTogether && distinctKeys(checks) {
-		if err := useAll(ctx, checks, res); err != nil {
-			return err
-		}
-	} else {
+	var err error
+	switch {
+	case len(checks) > 1 && chargeable(checks):
+		err = chargeAll(ctx, checks, res)
+	case len(checks) > 1 && len(checks) <= maxTogether && distinctKeys(checks):
+		err = useAll(ctx, checks, res)
+	default:
 		for _, c := range checks {
-			if err := use(ctx, c, res); err != nil {
-				return err
+			if err = use(ctx, c, res); err != nil {
+				break
 			}
 		}
+	}
+	if err != nil {
+		return err
 	}
 	res.OverLimit = s.verdict(res)
 	return nil

@@ -129,17 +129,24 @@ func peeks(ctx context.Context, checks []check) ([]ratelimit.Decision, error) {
 	if len(checks) == 0 {
 		return nil, nil
 	}
+	m, keys, err := multiOf(checks)
+	if err != nil {
+		return nil, err
+	}
+	md, err := m.Peek(ctx, keys...)
+	return md.Decisions, err
+}
+
+// multiOf is a Multi of the limiters of checks (each with one), and their
+// keys.
+func multiOf(checks []check) (*ratelimit.Multi, []string, error) {
 	limiters := make([]*ratelimit.Limiter, len(checks))
 	keys := make([]string, len(checks))
 	for i, c := range checks {
 		limiters[i], keys[i] = c.limiter, c.key
 	}
 	m, err := ratelimit.NewMulti(limiters...)
-	if err != nil {
-		return nil, err
-	}
-	md, err := m.Peek(ctx, keys...)
-	return md.Decisions, err
+	return m, keys, err
 }
 
 func setDecision(res *Result, c check, d ratelimit.Decision) {
