@@ -88,7 +88,8 @@ func requireAnswers(t *testing.T, addr string) {
 // extremes included: the epoch, MaxMicros, clocks that jump back; and 1 call
 // in 15 by hand first: NaN, ±Inf, negatives, random bytes, wrong types in
 // any field) and random arguments within what the stores
-// accept. Each call must end: the client's
+// accept: takes, peeks, refunds and charges, 1 in 4 through All (a
+// TakeAll's, a PeekAll's, a ChargeAll's script). Each call must end: the client's
 // deadline is far above any healthy call, and a pinger on another
 // connection must be answered throughout. The slowest call's server time
 // (SLOWLOG) is reported, and bounded by a few milliseconds plus the
@@ -155,7 +156,7 @@ func fuzzScripts(t *testing.T, kind testserver.Kind) {
 		if rng.IntN(20) == 0 {
 			req.Now = 0 // the server's clock
 		}
-		op := lua.Op(rng.IntN(3))
+		op := [...]lua.Op{lua.Take, lua.Peek, lua.Refund, lua.Charge}[rng.IntN(4)]
 		require.NoError(t, req.Validate(), "the fuzz makes only requests a store accepts")
 		keys := lua.Keys(req)
 		if rng.IntN(15) == 0 { // state written by hand (CorruptState), where the key has some
