@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/counted"
 )
 
 // charges counts the charges a Limiter's observer sees.
@@ -90,6 +91,33 @@ func TestAUsageRuleWithACostReservesThenSettles(t *testing.T) {
 	require.Equal(t, 429, get(t, srv.URL, "Estimate", "600", "Tokens", "1").StatusCode, "480 left: the estimate does not fit")
 	require.Equal(t, 520, count(), "a denial reserves nothing")
 	require.Equal(t, 400, get(t, srv.URL, "Estimate", "5000").StatusCode, "more than the budget could ever hold")
+}
+
+// Usage rules that reserved alike (checks, before the work: a minute's
+// tokens and a day's) are charged together once it returns, in one call
+// of a store that charges several at once, not one each; a rule that
+// reserved another cost settles on its own.
+func TestUsageRulesAreChargedTogether(t *testing.T) {
+	s := counted.New(memoryStore(t))
+	minute := limiter(t, s, ratelimit.NewPolicy(ratelimit.FixedWindow, 1000, time.Minute), ratelimit.WithPrefix("m:"))
+	day := limiter(t, s, ratelimit.NewPolicy(ratelimit.FixedWindow, 10000, 24*time.Hour), ratelimit.WithPrefix("d:"))
+	reserving := limiter(t, s, ratelimit.NewPolicy(ratelimit.SlidingWindow, 1000, time.Minute), ratelimit.WithPrefix("r:"))
+	user := func(*http.Request) (string, error) { return "ann", nil }
+	m, err := httplimit.New([]httplimit.Rule{{Limiter: minute, Key: user, Usage: true}, {Limiter: day, Key: user, Usage: true},
+		{Limiter: reserving, Key: user, Cost: func(*http.Request) (int, error) { return 100, nil }, Usage: true}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httplimit.ReportUsage(r.Context(), 300)
+	})))
+	t.Cleanup(srv.Close)
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	require.EqualValues(t, 1, s.ChargeAlls.Load(), "the two checks charged in one call")
+	require.EqualValues(t, 1, s.Charges.Load(), "the reservation's excess on its own")
+	for _, l := range []*ratelimit.Limiter{minute, day, reserving} {
+		d, err := l.Peek(context.Background(), "ann")
+		require.NoError(t, err)
+		require.Equal(t, 300, d.Count, "%v: the usage charged once", l.Policy())
+	}
 }
 
 // A rule of an InFlight policy holds a permit while the handler runs: with
