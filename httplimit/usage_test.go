@@ -2,9 +2,12 @@ package httplimit_test
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/internal/counted"
 )
@@ -158,4 +162,75 @@ func TestAnInFlightRuleHoldsAPermitWhileTheHandlerRuns(t *testing.T) {
 	d, err = perMinute.Peek(context.Background(), "ann")
 	require.NoError(t, err)
 	require.Equal(t, 3, d.Count, "three requests served; the one the permits denied took nothing from the rate")
+}
+
+// meetingRefunds holds each Refund until want are in flight together (or a
+// while has passed), and keeps the most it saw in flight; with panics, each
+// Refund panics once they have met.
+type meetingRefunds struct {
+	backend.Store
+	want, inFlight, most int
+	panics               bool
+	mu                   sync.Mutex
+	met                  chan struct{}
+}
+
+func (m *meetingRefunds) Refund(ctx context.Context, req backend.Request) (backend.Outcome, error) {
+	m.mu.Lock()
+	m.inFlight++
+	m.most = max(m.most, m.inFlight)
+	if m.inFlight == m.want {
+		close(m.met)
+	}
+	m.mu.Unlock()
+	select {
+	case <-m.met:
+	case <-time.After(10 * time.Second): // one after another: they never meet
+	}
+	m.mu.Lock()
+	m.inFlight--
+	m.mu.Unlock()
+	if m.panics {
+		panic("a store that breaks its contract")
+	}
+	return m.Store.Refund(ctx, req)
+}
+
+// Two usage rules that reserved an estimate give back its unused part at
+// once, not one after another (the response is complete only once they
+// are settled). A store that panics there (breaking its contract) panics
+// in the handler's goroutine, which net/http recovers, as it did when the
+// rules settled one by one, and not in a goroutine of the middleware's,
+// which would end the process.
+func TestUsageRulesSettleAtOnce(t *testing.T) {
+	for _, panics := range []bool{false, true} {
+		store := &meetingRefunds{Store: memoryStore(t), want: 2, panics: panics, met: make(chan struct{})}
+		minute := limiter(t, store, ratelimit.NewPolicy(ratelimit.SlidingWindow, 1000, time.Minute), ratelimit.WithPrefix("m:"))
+		day := limiter(t, store, ratelimit.NewPolicy(ratelimit.SlidingWindow, 10000, 24*time.Hour), ratelimit.WithPrefix("d:"))
+		user := func(*http.Request) (string, error) { return "ann", nil }
+		estimate := func(*http.Request) (int, error) { return 500, nil }
+		m, err := httplimit.New([]httplimit.Rule{{Limiter: minute, Key: user, Cost: estimate, Usage: true}, {Limiter: day, Key: user, Cost: estimate, Usage: true}})
+		require.NoError(t, err)
+		srv := httptest.NewUnstartedServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httplimit.ReportUsage(r.Context(), 120)
+		})))
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the recovered panic's report
+		srv.Start()
+		t.Cleanup(srv.Close)
+		if panics {
+			res, err := http.Get(srv.URL)
+			if err == nil {
+				res.Body.Close()
+			}
+			require.Error(t, err, "the handler's panic closed the connection")
+			continue
+		}
+		require.Equal(t, 200, get(t, srv.URL).StatusCode)
+		require.Equal(t, 2, store.most, "the two give-backs in flight together")
+		for _, l := range []*ratelimit.Limiter{minute, day} {
+			d, err := l.Peek(context.Background(), "ann")
+			require.NoError(t, err)
+			require.Equal(t, 120, d.Count, "500 reserved, 380 given back")
+		}
+	}
 }

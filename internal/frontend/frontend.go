@@ -5,6 +5,7 @@ package frontend
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -34,13 +35,15 @@ func Report(ctx context.Context, n int) {
 // excess (those that reserved alike: a check of 0, the commonest) are
 // charged together, in one call of a store that charges several requests
 // at once (ratelimit.Multi's ChargeN): tokens a minute and a day, one
-// round trip after the response where there was one each. It outlives a
-// caller gone (the usage was spent); its errors reach the Limiters'
-// observers.
+// round trip after the response where there was one each. What else there
+// is to settle (an estimate's unused part given back, rule by rule) is in
+// flight at once with it: none waits on another. It outlives a caller
+// gone (the usage was spent); its errors reach the Limiters' observers.
 func Settle(ctx context.Context, n int, usage func(i int) (*ratelimit.Limiter, bool), keys []string, costs []int, d ratelimit.MultiDecision, used int) {
 	ctx = context.WithoutCancel(ctx)
 	var charged []*ratelimit.Limiter
 	var chargedKeys []string
+	var jobs []func()
 	excess := 0
 	for i := range n {
 		l, ok := usage(i)
@@ -49,18 +52,51 @@ func Settle(ctx context.Context, n int, usage func(i int) (*ratelimit.Limiter, b
 		case used > costs[i] && (charged == nil || used-costs[i] == excess):
 			charged, chargedKeys, excess = append(charged, l), append(chargedKeys, keys[i]), used-costs[i]
 		default:
-			_, _ = l.Settle(ctx, keys[i], d.Decisions[i], costs[i], used)
+			jobs = append(jobs, func() { _, _ = l.Settle(ctx, keys[i], d.Decisions[i], costs[i], used) })
 		}
 	}
 	switch len(charged) {
 	case 0:
 	case 1:
-		_, _ = charged[0].Charge(ctx, chargedKeys[0], excess)
+		jobs = append(jobs, func() { _, _ = charged[0].Charge(ctx, chargedKeys[0], excess) })
 	default:
 		if m, err := ratelimit.NewMulti(charged...); err == nil {
-			_, _ = m.ChargeN(ctx, chargedKeys, excess)
+			jobs = append(jobs, func() { _, _ = m.ChargeN(ctx, chargedKeys, excess) })
 		}
 	}
+	inFlight(jobs)
+}
+
+// inFlight runs jobs at once, the first in this goroutine, and returns
+// when all have. A panic of a job (a store that breaks its contract: ours
+// return errors) is raised again here, in the caller's goroutine, where it
+// would have been raised had the jobs run one after another: never in a
+// goroutine of ours, where it would end the process.
+func inFlight(jobs []func()) {
+	if len(jobs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	var panicked atomic.Pointer[any]
+	for _, job := range jobs[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					panicked.CompareAndSwap(nil, &r)
+				}
+			}()
+			job()
+		}()
+	}
+	defer func() {
+		wg.Wait()
+		if r := panicked.Load(); r != nil {
+			panic(*r)
+		}
+	}()
+	jobs[0]()
 }
 
 // Acquire takes a permit of each of n InFlight rules (rule(i) gives its
