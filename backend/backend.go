@@ -358,10 +358,10 @@ type Info struct {
 }
 
 // Unimplemented answers the operations of Store that a store may leave out:
-// TakeAll, PeekAll, Refund, Charge, ChargeAll, Acquire and Release with an error
-// wrapping errors.ErrUnsupported (callers then decide or peek several
-// requests one by one, and cannot refund, charge or hold permits), and Info
-// with the zero Info. Embed it in a store, which then
+// TakeAll, PeekAll, Refund, Charge, ChargeAll, Acquire and Release with an
+// error wrapping errors.ErrUnsupported (callers then decide, peek or charge
+// several requests one by one, and cannot refund, charge or hold permits),
+// and Info with the zero Info. Embed it in a store, which then
 // implements Take, Peek and Reset, and whatever else it can, as the
 // conformance kit's example store does.
 type Unimplemented struct{}
