@@ -11,9 +11,9 @@ import (
 // ChargeN records n of usage under every policy (each Limiter's Charge with
 // keys[i]), whatever their quota: the answer is the strictest of their
 // charges, Allowed when the usage fit in every policy. Each charge is
-// atomic, and none waits on another: when every Limiter shares a store
-// that charges several requests in one call (backend.Store's ChargeAll: on
-// a server, one round trip), they are made in one; otherwise one by one. A
+// atomic on its own: when every Limiter shares a store that charges
+// several requests in one call (backend.Store's ChargeAll: on a server,
+// one round trip), they are made in one; otherwise one after another. A
 // policy whose store fails is not charged, and its error is returned with
 // the decisions of those that were.
 func (m *Multi) ChargeN(ctx context.Context, keys []string, n int) (MultiDecision, error) {
