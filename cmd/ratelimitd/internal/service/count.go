@@ -27,15 +27,18 @@ func distinctKeys(checks []check) bool {
 }
 
 // chargeable reports whether checks may be charged in one call of the
-// store (chargeAll): each names a key of its own, with a limit of its own
-// (not a rule of 0), and all at one cost above 0 (a check of 0 peeks).
+// store (chargeAll): each with a limit of its own (not a rule of 0), all
+// at one cost above 0 (a check of 0 peeks), no limit asked twice for one
+// key (together: in linear time, for a client's many descriptors). Two
+// limits on one state the store cannot charge together: the Multi then
+// charges them in order, as a key named twice is.
 func chargeable(checks []check) bool {
 	for _, c := range checks {
 		if c.limiter == nil || c.cost <= 0 {
 			return false
 		}
 	}
-	return together(checks) && distinctKeys(checks)
+	return together(checks)
 }
 
 // chargeAll is use for each of checks (chargeable) in one call: a Multi's
