@@ -41,6 +41,27 @@ func Report(ctx context.Context, n int) {
 // gone (the usage was spent); its errors reach the Limiters' observers.
 func Settle(ctx context.Context, n int, usage func(i int) (*ratelimit.Limiter, bool), keys []string, costs []int, d ratelimit.MultiDecision, used int) {
 	ctx = context.WithoutCancel(ctx)
+	due := 0
+	for i := range n {
+		if _, ok := usage(i); ok && used != costs[i] {
+			due++
+		}
+	}
+	if due > 1 {
+		settleTogether(ctx, n, usage, keys, costs, d, used)
+		return
+	}
+	for i := range n { // one rule (the common case): settled here, nothing gathered
+		if l, ok := usage(i); ok && used != costs[i] {
+			_, _ = l.Settle(ctx, keys[i], d.Decisions[i], costs[i], used)
+		}
+	}
+}
+
+// settleTogether is Settle of several rules: its own frame holds what the
+// jobs capture, which would otherwise go to the heap on every call, one
+// rule to settle or not.
+func settleTogether(ctx context.Context, n int, usage func(i int) (*ratelimit.Limiter, bool), keys []string, costs []int, d ratelimit.MultiDecision, used int) {
 	var charged []*ratelimit.Limiter
 	var chargedKeys []string
 	var jobs []func()

@@ -1,0 +1,5 @@
+//go:build race
+
+package httplimit_test
+
+const raceEnabled = true
