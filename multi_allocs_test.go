@@ -42,3 +42,31 @@ func TestAMultiDecisionAllocatesNoErrorTargetPerPolicy(t *testing.T) {
 	t.Logf("allocations a Multi.Allow: %v over one policy, %v over three", one, three)
 	require.Equal(t, one, three, "allocations grow with the policies")
 }
+
+// A Multi's Peek and ChargeN that its store answered in one call (PeekAll,
+// ChargeAll) allocate the calls' own lists and the answer, and no error
+// target: telling a shard's failure apart (errors.As) allocated its target
+// on every call, failed or not (5 allocations a call, where 4 are the
+// requests, their outcomes, their rules and the answer's two lists less
+// what stays on the stack).
+func TestAMultiPeekOrChargeAllocatesNoErrorTarget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	s, err := memory.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	var limiters []*ratelimit.Limiter
+	for _, prefix := range []string{"a:", "b:", "c:"} {
+		l, err := ratelimit.New(s, ratelimit.NewPolicy(ratelimit.FixedWindow, 1_000_000, time.Hour), ratelimit.WithPrefix(prefix))
+		require.NoError(t, err)
+		limiters = append(limiters, l)
+	}
+	m, err := ratelimit.NewMulti(limiters...)
+	require.NoError(t, err)
+	ctx, keys := context.Background(), []string{"user", "user", "user"}
+	peek := testing.AllocsPerRun(1_000, func() { _, _ = m.Peek(ctx, keys...) })
+	charge := testing.AllocsPerRun(1_000, func() { _, _ = m.ChargeN(ctx, keys, 1) })
+	require.LessOrEqual(t, peek, 4.0, "a Peek")
+	require.LessOrEqual(t, charge, 4.0, "a ChargeN")
+}

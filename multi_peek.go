@@ -56,8 +56,7 @@ func (m *Multi) together(ctx context.Context, keys []string, cost int, op Op, ca
 	if errors.Is(err, errors.ErrUnsupported) {
 		return MultiDecision{}, false, nil
 	}
-	var shard *backend.ShardError
-	partly := err != nil && errors.As(err, &shard)
+	partly := err != nil && shardFailed(err)
 	md = MultiDecision{Decisions: make([]Decision, len(m.limiters)), Policies: make([]Policy, len(m.limiters))}
 	var errs []error
 	for i, l := range m.limiters {
@@ -75,6 +74,14 @@ func (m *Multi) together(ctx context.Context, keys []string, cost int, op Op, ca
 	}
 	md.decide(m.limiters)
 	return md, true, errors.Join(errs...)
+}
+
+// shardFailed reports whether err is a ShardError: a call that failed on
+// one shard of a cluster. Its own function: the target errors.As takes
+// escapes, and a call that did not fail would allocate it all the same.
+func shardFailed(err error) bool {
+	var shard *backend.ShardError
+	return errors.As(err, &shard)
 }
 
 // shareOf is err, the error of one call deciding n requests, as the i-th
