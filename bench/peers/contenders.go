@@ -77,7 +77,7 @@ func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, fun
 }
 
 // memoryMakers are the in-process limiters: this library's memory store
-// under each algorithm, and the peers' in-memory stores.
+// under each algorithm, the peers' in-memory stores, and two floor rows (floor.go).
 func memoryMakers() []maker {
 	newMemory := func() (backend.Store, func(), error) {
 		s, err := memory.New()
@@ -94,6 +94,8 @@ func memoryMakers() []maker {
 		maker{name: "sethvargo/go-limiter memorystore", peer: true, open: openSethvargo},
 		maker{name: "x/time/rate in a map", peer: true, open: openXTimeRate},
 		maker{name: "ulule/limiter memory", peer: true, open: openUluleMemory},
+		memoryFloor(),
+		casFloor(),
 	)
 }
 

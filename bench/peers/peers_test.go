@@ -75,7 +75,10 @@ func TestARunReportsEveryContenderAgainstItsReference(t *testing.T) {
 			want = len(networkMakers(srv.Addr, 1))
 		}
 		require.Len(t, rows, want, sc.name)
+		seen := map[string]bool{}
 		for _, r := range rows {
+			require.False(t, seen[r.Contender], "%s: %s reported twice", sc.name, r.Contender)
+			seen[r.Contender] = true
 			require.Zero(t, r.Errors, "%s: %s", sc.name, r.Contender)
 			require.Positive(t, r.NsPerDecision, "%s: %s", sc.name, r.Contender)
 			if r.Contender == sc.reference {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The floors are reference rows of the memory scenarios, not limiters to
+// ship: an exact GCRA per key, one monotonic clock read a decision, and
+// nothing else. They have none of a store's duties: no validation, no
+// bound on keys (they never forget one), no expiry, no reset time or
+// count, no policy change, no Decision, no layer between the caller and
+// the arithmetic. They are what an in-process decision costs at the least
+// under each of two designs, so that the memory cells can be read against
+// them: what a row spends beyond its design's floor is what it does beyond
+// it.
+//
+// A key's bucket holds level units: a request adds window units, the bucket
+// drains limit units a µs and holds at most limit*window (a burst of
+// limit), so that the arithmetic is exact in integers.
+
+// memoryFloor is the memory store's design at its least: the keys' states
+// in Go maps under 64 mutexes, a key's decision under its shard's lock.
+func memoryFloor() maker {
+	return maker{name: "floor: a GCRA map under 64 locks", peer: true, open: func(limit int, window time.Duration, _ string) (contender, error) {
+		f := &gcraFloor{seed: maphash.MakeSeed(), start: time.Now(), limit: int64(limit), window: window.Microseconds()}
+		for i := range f.shards {
+			f.shards[i].states = map[string]*floorState{}
+		}
+		return contender{close: func() {}, allow: func(_ context.Context, key string) (bool, error) {
+			return f.take(key), nil
+		}}, nil
+	}}
+}
+
+// gcraFloor is memoryFloor's limiter; a state's level was written at at (µs
+// since start).
+type gcraFloor struct {
+	seed          maphash.Seed
+	start         time.Time
+	limit, window int64
+	shards        [64]floorShard
+}
+
+type floorShard struct {
+	mu     sync.Mutex
+	states map[string]*floorState
+	_      [48]byte // a shard's lock on a line of its own
+}
+
+type floorState struct{ at, level int64 }
+
+func (f *gcraFloor) take(key string) bool {
+	sh := &f.shards[maphash.String(f.seed, key)%uint64(len(f.shards))]
+	now := int64(time.Since(f.start) / time.Microsecond)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.states[key]
+	if st == nil {
+		st = &floorState{}
+		sh.states[key] = st
+	}
+	level := max(st.level-(now-st.at)*f.limit, 0)
+	if level+f.window > f.limit*f.window {
+		return false
+	}
+	st.at, st.level = now, level+f.window
+	return true
+}
+
+// casFloor is the design with no lock: a key's state one word, its
+// bucket's empty time in units (level + at*limit, at in µs since start),
+// changed by a compare-and-swap; the keys in a sync.Map, read without a
+// lock. It takes no turn with another key's decision and writes one word
+// a decision, where a lock writes two more (its own, taken and released).
+func casFloor() maker {
+	return maker{name: "floor: a GCRA word per key, compare-and-swap", peer: true, open: func(limit int, window time.Duration, _ string) (contender, error) {
+		var states sync.Map // string -> *atomic.Int64
+		start, l, w := time.Now(), int64(limit), window.Microseconds()
+		return contender{close: func() {}, allow: func(_ context.Context, key string) (bool, error) {
+			v, ok := states.Load(key)
+			if !ok {
+				v, _ = states.LoadOrStore(key, new(atomic.Int64))
+			}
+			empty := v.(*atomic.Int64)
+			now := int64(time.Since(start)/time.Microsecond) * l
+			for {
+				e := empty.Load()
+				level := max(e-now, 0)
+				if level+w > l*w {
+					return false, nil
+				}
+				if empty.CompareAndSwap(e, now+level+w) {
+					return true, nil
+				}
+			}
+		}}, nil
+	}}
+}
