@@ -77,7 +77,8 @@ func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, fun
 }
 
 // memoryMakers are the in-process limiters: this library's memory store
-// under each algorithm, the peers' in-memory stores, and two floor rows (floor.go).
+// under each algorithm, the peers' in-memory stores, and three floor rows
+// (floor.go).
 func memoryMakers() []maker {
 	newMemory := func() (backend.Store, func(), error) {
 		s, err := memory.New()
@@ -96,6 +97,7 @@ func memoryMakers() []maker {
 		maker{name: "ulule/limiter memory", peer: true, open: openUluleMemory},
 		memoryFloor(),
 		casFloor(),
+		keyLockFloor(),
 	)
 }
 

@@ -14,9 +14,9 @@ import (
 // bound on keys (they never forget one), no expiry, no reset time or
 // count, no policy change, no Decision, no layer between the caller and
 // the arithmetic. They are what an in-process decision costs at the least
-// under each of two designs, so that the memory cells can be read against
-// them: what a row spends beyond its design's floor is what it does beyond
-// it.
+// under each of three designs (a lock per shard, none, a lock per key), so
+// that the memory cells can be read against them: what a row spends beyond
+// its design's floor is what it does beyond it.
 //
 // A key's bucket holds level units: a request adds window units, the bucket
 // drains limit units a µs and holds at most limit*window (a burst of
@@ -99,4 +99,37 @@ func casFloor() maker {
 			}
 		}}, nil
 	}}
+}
+
+// keyLockFloor is the design between the two: a lock per key, on the line
+// of the state it guards (as go-limiter's), the keys in a sync.Map read
+// without a lock. An admission moves one line, as the compare-and-swap's
+// does, and decides under a lock, as the store's algorithms expect.
+func keyLockFloor() maker {
+	return maker{name: "floor: a lock per key", peer: true, open: func(limit int, window time.Duration, _ string) (contender, error) {
+		var states sync.Map
+		start, l, w := time.Now(), int64(limit), window.Microseconds()
+		return contender{close: func() {}, allow: func(_ context.Context, key string) (bool, error) {
+			v, ok := states.Load(key)
+			if !ok {
+				v, _ = states.LoadOrStore(key, new(keyLockState))
+			}
+			st := v.(*keyLockState)
+			now := int64(time.Since(start) / time.Microsecond)
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			level := max(st.level-(now-st.at)*l, 0)
+			if level+w > l*w {
+				return false, nil
+			}
+			st.at, st.level = now, level+w
+			return true, nil
+		}}, nil
+	}}
+}
+
+// keyLockState is a key's state under keyLockFloor: 24 bytes, on one line.
+type keyLockState struct {
+	mu        sync.Mutex
+	at, level int64
 }
