@@ -51,7 +51,12 @@ type floorShard struct {
 	_      [48]byte // a shard's lock on a line of its own
 }
 
-type floorState struct{ at, level int64 }
+// floorState is a key's state under memoryFloor, on a line of its own (a
+// 64-byte object is allocated at a multiple of 64), as each floor's.
+type floorState struct {
+	at, level int64
+	_         [48]byte
+}
 
 func (f *gcraFloor) take(key string) bool {
 	sh := &f.shards[maphash.String(f.seed, key)%uint64(len(f.shards))]
@@ -76,16 +81,18 @@ func (f *gcraFloor) take(key string) bool {
 // changed by a compare-and-swap; the keys in a sync.Map, read without a
 // lock. It takes no turn with another key's decision and writes one word
 // a decision, where a lock writes two more (its own, taken and released).
+// Each word has a line of its own, so that two keys' decisions on the two
+// cores move no line between them.
 func casFloor() maker {
 	return maker{name: "floor: a GCRA word per key, compare-and-swap", peer: true, open: func(limit int, window time.Duration, _ string) (contender, error) {
-		var states sync.Map // string -> *atomic.Int64
+		var states sync.Map // string -> *casState
 		start, l, w := time.Now(), int64(limit), window.Microseconds()
 		return contender{close: func() {}, allow: func(_ context.Context, key string) (bool, error) {
 			v, ok := states.Load(key)
 			if !ok {
-				v, _ = states.LoadOrStore(key, new(atomic.Int64))
+				v, _ = states.LoadOrStore(key, new(casState))
 			}
-			empty := v.(*atomic.Int64)
+			empty := &v.(*casState).empty
 			now := int64(time.Since(start)/time.Microsecond) * l
 			for {
 				e := empty.Load()
@@ -128,8 +135,16 @@ func keyLockFloor() maker {
 	}}
 }
 
-// keyLockState is a key's state under keyLockFloor: 24 bytes, on one line.
+// casState is a key's state under casFloor, on a line of its own.
+type casState struct {
+	empty atomic.Int64
+	_     [56]byte
+}
+
+// keyLockState is a key's state and its lock under keyLockFloor, on a line
+// of their own.
 type keyLockState struct {
 	mu        sync.Mutex
 	at, level int64
+	_         [40]byte
 }
