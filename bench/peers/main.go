@@ -87,6 +87,13 @@ type row struct {
 	// commandstats over the run; 0 in process): what decides how many
 	// decisions one Redis core sustains.
 	ServerUsPerDecision float64 `json:"server_us_per_decision,omitempty"`
+	// ServerCPUUsPerDecision is the server process's CPU time per decision
+	// (INFO cpu over the run; 0 in process), which a descheduled server's
+	// wait does not inflate.
+	ServerCPUUsPerDecision float64 `json:"server_cpu_us_per_decision,omitempty"`
+	// VsReferenceCPU is the median over the rounds of
+	// ServerCPUUsPerDecision over the reference's in the same round.
+	VsReferenceCPU float64 `json:"vs_reference_cpu,omitempty"`
 	// VsReference is the median over the rounds of NsPerDecision over the
 	// scenario's reference peer's in the same round: below 1, faster.
 	VsReference float64 `json:"vs_reference"`
@@ -216,30 +223,38 @@ func runScenario(sc scenario, makers []maker, keys []string, c config, progress 
 	}
 	ref := slices.IndexFunc(makers, func(m maker) bool { return m.name == sc.reference })
 	rows := make([]row, len(makers))
-	vs := make([]float64, len(makers))
+	vs, vsCPU := make([]float64, len(makers)), make([]float64, len(makers))
 	for i, rs := range runs {
 		// The ratio is the median of each round's ratio to the reference's
 		// run of the same round, minutes apart at most: a machine whose
 		// speed changes for a while (a neighbour on a shared host: both
 		// this and the peers ran 2.5x slower for minutes at a time) moves
 		// both runs of a round, not the ratio. Taken before any sorting.
-		var ratios []float64
-		for r := range rs {
-			if ref >= 0 && runs[ref][r].NsPerDecision > 0 {
-				ratios = append(ratios, rs[r].NsPerDecision/runs[ref][r].NsPerDecision)
-			}
-		}
-		if len(ratios) > 0 {
-			slices.Sort(ratios)
-			vs[i] = ratios[len(ratios)/2]
-		}
+		vs[i] = medianRatio(rs, runs, ref, func(r row) float64 { return r.NsPerDecision })
+		vsCPU[i] = medianRatio(rs, runs, ref, func(r row) float64 { return r.ServerCPUUsPerDecision })
 	}
 	for i, rs := range runs {
 		slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(a.NsPerDecision, b.NsPerDecision) })
 		rows[i] = rs[len(rs)/2]
-		rows[i].VsReference = vs[i]
+		rows[i].VsReference, rows[i].VsReferenceCPU = vs[i], vsCPU[i]
 	}
 	return rows, nil
+}
+
+// medianRatio is the median over the rounds of f of a contender's run (rs)
+// over f of the reference's run of the same round; 0 when there is none.
+func medianRatio(rs []row, runs [][]row, ref int, f func(row) float64) float64 {
+	var ratios []float64
+	for r := range rs {
+		if ref >= 0 && f(runs[ref][r]) > 0 {
+			ratios = append(ratios, f(rs[r])/f(runs[ref][r]))
+		}
+	}
+	if len(ratios) == 0 {
+		return 0
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
 }
 
 // runOnce opens m, warms every key and drives it from sc.goroutines
@@ -315,6 +330,9 @@ func runOnce(sc scenario, m maker, keys []string, ns string, d time.Duration, ad
 			return row{}, err
 		}
 		r.ServerUsPerDecision = us
+		if r.ServerCPUUsPerDecision, err = server.cpu(ctx, n); err != nil {
+			return row{}, err
+		}
 	}
 	return r, nil
 }
@@ -332,7 +350,7 @@ func report(out io.Writer, c config, sc scenario, rows []row) error {
 	fmt.Fprintf(out, "\n%s: %d keys at %d per %v, median of %d runs of %v (ratios: the median of each round's)\n", sc.name, c.keys, sc.limit, sc.window, c.rounds, c.duration)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if sc.network {
-		fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\tserver µs/decision\tvs its\t\n", sc.reference)
+		fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\tserver µs/decision\tvs its\tserver CPU µs/decision\tvs its\t\n", sc.reference)
 	} else {
 		fmt.Fprintf(w, "contender\tns/decision\tdecisions/s\tallocs/decision\tdenied\terrors\tvs %s\t\n", sc.reference)
 	}
@@ -345,7 +363,7 @@ func report(out io.Writer, c config, sc scenario, rows []row) error {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.1f\t%.1f%%\t%d\t%.2fx\t", r.Contender, r.NsPerDecision, r.DecisionsPerSec, r.AllocsPerDecision, 100*r.DeniedShare, r.Errors, r.VsReference)
 		if sc.network && refServer > 0 {
-			fmt.Fprintf(w, "%.2f\t%.2fx\t", r.ServerUsPerDecision, r.ServerUsPerDecision/refServer)
+			fmt.Fprintf(w, "%.2f\t%.2fx\t%.2f\t%.2fx\t", r.ServerUsPerDecision, r.ServerUsPerDecision/refServer, r.ServerCPUUsPerDecision, r.VsReferenceCPU)
 		}
 		fmt.Fprintln(w)
 	}
