@@ -68,12 +68,19 @@ func (f *gcraFloor) take(key string) bool {
 		st = &floorState{}
 		sh.states[key] = st
 	}
-	level := max(st.level-(now-st.at)*f.limit, 0)
-	if level+f.window > f.limit*f.window {
-		return false
+	level, ok := admit(st.at, st.level, now, f.limit, f.window)
+	if ok {
+		st.at, st.level = now, level
 	}
-	st.at, st.level = now, level+f.window
-	return true
+	return ok
+}
+
+// admit is the floors' GCRA: the level at now of a bucket that held level
+// at at, with a request's window units added, and whether it fits under
+// limit's burst; false changes nothing.
+func admit(at, level, now, limit, window int64) (int64, bool) {
+	level = max(level-(now-at)*limit, 0) + window
+	return level, level <= limit*window
 }
 
 // casFloor is the design with no lock: a key's state one word, its
@@ -125,12 +132,11 @@ func keyLockFloor() maker {
 			now := int64(time.Since(start) / time.Microsecond)
 			st.mu.Lock()
 			defer st.mu.Unlock()
-			level := max(st.level-(now-st.at)*l, 0)
-			if level+w > l*w {
-				return false, nil
+			level, ok := admit(st.at, st.level, now, l, w)
+			if ok {
+				st.at, st.level = now, level
 			}
-			st.at, st.level = now, level+w
-			return true, nil
+			return ok, nil
 		}}, nil
 	}}
 }
