@@ -38,7 +38,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -54,7 +53,7 @@ import (
 type Store struct {
 	shards []shard
 	mask   uint64
-	seed   maphash.Seed
+	seed   seed
 	// The store's clock: clock (WithStoreClock), or by default the wall
 	// clock read at start, advanced by the monotonic clock (see micros).
 	clock       func() time.Time
@@ -100,7 +99,7 @@ func New(opts ...Option) (*Store, error) {
 	for n < c.shards && n*2 <= c.maxKeys { // every shard holds a key at least
 		n <<= 1
 	}
-	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), clock: c.clock, start: start, startMicros: start.UnixMicro(), sweepEvery: c.sweepEvery, stop: make(chan struct{})}
+	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: newSeed(), clock: c.clock, start: start, startMicros: start.UnixMicro(), sweepEvery: c.sweepEvery, stop: make(chan struct{})}
 	for i := range s.shards {
 		capacity := c.maxKeys / n // the remainder goes one each to the first shards
 		if i < c.maxKeys%n {
@@ -132,7 +131,7 @@ func (s *Store) micros() int64 {
 // pick the shard, its upper half is the tag the shard's index files it
 // under.
 func (s *Store) hash(req *backend.Request, rd *ruled) uint64 {
-	return maphash.String(s.seed, req.Key) ^ rd.ns
+	return hashKey(s.seed, req.Key) ^ rd.ns
 }
 
 // Take implements backend.Store.
@@ -334,7 +333,7 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 		return err
 	}
 	for _, alg := range append(backend.Algorithms(), backend.InFlight) { // the permits too
-		h := maphash.String(s.seed, key) ^ namespace(prefix, alg)
+		h := hashKey(s.seed, key) ^ namespace(prefix, alg)
 		s.resetLocked(&s.shards[h&s.mask], h, prefix, key, alg)
 	}
 	return nil
