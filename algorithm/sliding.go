@@ -43,13 +43,15 @@ func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
 func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) Effect {
 	now = l.keyTime(now)
 	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
-	changed := false
-	if record {
+	changed, first := false, 0
+	e := l.buf[l.head:]
+	if record { // what is left after the pruning is in the window
 		changed = l.retime(now)
 		changed = l.prune(cutoff) || changed
+		e = l.buf[l.head:]
+	} else { // a peek skips what a Take would prune
+		first = firstAfter(e, cutoff)
 	}
-	e := l.buf[l.head:]
-	first := firstAfter(e, cutoff) // a peek skips what a Take would prune
 	count := l.total
 	for _, x := range e[:first] {
 		count -= x.Cost
