@@ -77,8 +77,8 @@ func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, fun
 }
 
 // memoryMakers are the in-process limiters: this library's memory store
-// under each algorithm, the peers' in-memory stores, and three floor rows
-// (floor.go).
+// under each algorithm, the peers' in-memory stores, and four floor rows
+// (floor.go, floordecision.go).
 func memoryMakers() []maker {
 	newMemory := func() (backend.Store, func(), error) {
 		s, err := memory.New()
@@ -98,6 +98,7 @@ func memoryMakers() []maker {
 		memoryFloor(),
 		casFloor(),
 		keyLockFloor(),
+		decisionFloor(),
 	)
 }
 
