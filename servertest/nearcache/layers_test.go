@@ -35,7 +35,7 @@ func cached(t testing.TB, next backend.Store) *nearcache.Store {
 func TestConformanceOnAServer(t *testing.T) {
 	addr := testserver.Get(t, testserver.Redis).Addr
 	conformance.Run(t, func(t *testing.T) backend.Store {
-		c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: slowReply, WriteTimeout: slowReply})
 		t.Cleanup(func() { _ = c.Close() })
 		return cached(t, redisStore(t, c))
 	})
@@ -84,7 +84,7 @@ func orders() [][]string {
 // per-node breakers, and a guard was never in process over a cache.
 func TestEveryOrderOfLayersKeepsTheStoresAbilities(t *testing.T) {
 	c := testserver.GetCluster(t, testserver.RedisCluster)
-	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs, ContextTimeoutEnabled: true})
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs, ContextTimeoutEnabled: true, ReadTimeout: slowReply, WriteTimeout: slowReply})
 	t.Cleanup(func() { _ = client.Close() })
 	cluster := redisStore(t, client)
 	m, err := memory.New()
@@ -175,6 +175,13 @@ func abilities(t *testing.T, s backend.Store, rule *backend.Rule, key string) bo
 }
 
 // redisStore is redis.New(c), failing t on an error.
+// slowReply is how long these tests' clients wait on a reply. The store
+// ends a call no later than its client's read timeout (go-redis's default
+// is 3s), and a cluster's first TakeAll under CI's load once took longer
+// (context deadline exceeded): these tests call the store with no budget,
+// and check what it answers, not how soon.
+const slowReply = time.Minute
+
 func redisStore(t testing.TB, c goredis.UniversalClient) *redis.Store {
 	s, err := redis.New(c)
 	require.NoError(t, err)
