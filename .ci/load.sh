@@ -1,6 +1,7 @@
-# CPU load for the test command: three busy shell loops per CPU (LOAD_PER_CPU
-# to change it), stopped by their process ids. Sourced by .ci/run and
-# .ci/stress: the suite must hold on a machine that busy.
+# CPU load for the test command: busy shell loops, three per CPU unless
+# LOAD_PER_CPU says otherwise (.ci/run: one), stopped by their process ids.
+# Sourced by .ci/run and .ci/stress: the suite must hold on a machine that
+# busy.
 load_pids=()
 start_load() {
   local n
