@@ -4,6 +4,7 @@ import (
 	"unique"
 
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/keyhash"
 )
 
 // What the external tests (package memory_test, which import package
@@ -13,7 +14,7 @@ import (
 // ShardOf is the index of the shard holding the state of key under prefix
 // and alg, and that shard's capacity in keys.
 func (s *Store) ShardOf(prefix, key string, alg backend.Algorithm) (shard uint64, capacity int) {
-	shard = (hashKey(s.seed, key) ^ namespace(prefix, alg)) & s.mask
+	shard = (keyhash.String(s.seed, key) ^ namespace(prefix, alg)) & s.mask
 	return shard, s.shards[shard].capacity
 }
 
@@ -23,7 +24,7 @@ func (s *Store) Shards() int { return len(s.shards) }
 // LogEntries is the number of entries the sliding log of key under prefix
 // holds, or -1 when the store holds no such log.
 func (s *Store) LogEntries(prefix, key string) int {
-	h := hashKey(s.seed, key) ^ namespace(prefix, backend.SlidingWindow)
+	h := keyhash.String(s.seed, key) ^ namespace(prefix, backend.SlidingWindow)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -48,7 +49,7 @@ func (s *Store) ShardEntries() (entries, bounds []int) {
 // Denying reports whether the state of key under prefix and alg is
 // published, for Takes decided without the shard's lock (see denials).
 func (s *Store) Denying(prefix, key string, alg backend.Algorithm) bool {
-	h := hashKey(s.seed, key) ^ namespace(prefix, alg)
+	h := keyhash.String(s.seed, key) ^ namespace(prefix, alg)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -74,7 +75,7 @@ func published[S any](t *table[S], h uint64, key string, sc unique.Handle[scope]
 // LockShard locks the shard holding key under prefix and alg until unlock
 // is called.
 func (s *Store) LockShard(prefix, key string, alg backend.Algorithm) (unlock func()) {
-	sh := &s.shards[(hashKey(s.seed, key)^namespace(prefix, alg))&s.mask]
+	sh := &s.shards[(keyhash.String(s.seed, key)^namespace(prefix, alg))&s.mask]
 	sh.mu.Lock()
 	return sh.mu.Unlock
 }

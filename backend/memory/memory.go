@@ -46,6 +46,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/algorithm"
 	"github.com/ratelimit-go/ratelimit/backend"
+	"github.com/ratelimit-go/ratelimit/internal/keyhash"
 )
 
 // Store is the in-memory backend.Store. Create it with New and Close it when
@@ -53,7 +54,7 @@ import (
 type Store struct {
 	shards []shard
 	mask   uint64
-	seed   seed
+	seed   keyhash.Seed
 	// The store's clock: clock (WithStoreClock), or by default the wall
 	// clock read at start, advanced by the monotonic clock (see micros).
 	clock       func() time.Time
@@ -99,7 +100,7 @@ func New(opts ...Option) (*Store, error) {
 	for n < c.shards && n*2 <= c.maxKeys { // every shard holds a key at least
 		n <<= 1
 	}
-	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: newSeed(), clock: c.clock, start: start, startMicros: start.UnixMicro(), sweepEvery: c.sweepEvery, stop: make(chan struct{})}
+	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: keyhash.NewSeed(), clock: c.clock, start: start, startMicros: start.UnixMicro(), sweepEvery: c.sweepEvery, stop: make(chan struct{})}
 	for i := range s.shards {
 		capacity := c.maxKeys / n // the remainder goes one each to the first shards
 		if i < c.maxKeys%n {
@@ -131,7 +132,7 @@ func (s *Store) micros() int64 {
 // pick the shard, its upper half is the tag the shard's index files it
 // under.
 func (s *Store) hash(req *backend.Request, rd *ruled) uint64 {
-	return hashKey(s.seed, req.Key) ^ rd.ns
+	return keyhash.String(s.seed, req.Key) ^ rd.ns
 }
 
 // Take implements backend.Store.
@@ -333,7 +334,7 @@ func (s *Store) Reset(ctx context.Context, prefix, key string) error {
 		return err
 	}
 	for _, alg := range append(backend.Algorithms(), backend.InFlight) { // the permits too
-		h := hashKey(s.seed, key) ^ namespace(prefix, alg)
+		h := keyhash.String(s.seed, key) ^ namespace(prefix, alg)
 		s.resetLocked(&s.shards[h&s.mask], h, prefix, key, alg)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package memory
+package keyhash
 
 import (
 	"fmt"
@@ -11,35 +11,35 @@ import (
 
 // Every byte of a key, at every length the hash reads differently, moves
 // its hash.
-func TestHashKeyReadsEveryByte(t *testing.T) {
-	sd := newSeed()
+func TestReadsEveryByte(t *testing.T) {
+	sd := NewSeed()
 	for n := 0; n <= 70; n++ {
 		key := []byte(strings.Repeat("k", n))
-		h := hashKey(sd, string(key))
+		h := String(sd, string(key))
 		if n > 0 {
-			require.NotEqual(t, h, hashKey(sd, string(key[:n-1])), "length %d against %d", n, n-1)
+			require.NotEqual(t, h, String(sd, string(key[:n-1])), "length %d against %d", n, n-1)
 		}
 		for i := range key {
 			key[i] = 'j'
-			require.NotEqual(t, h, hashKey(sd, string(key)), "length %d, byte %d", n, i)
+			require.NotEqual(t, h, String(sd, string(key)), "length %d, byte %d", n, i)
 			key[i] = 'k'
 		}
 	}
 }
 
 // The seed keys the hash: two stores file the same key apart.
-func TestHashKeyDependsOnTheSeed(t *testing.T) {
-	a, b := newSeed(), newSeed()
+func TestDependsOnTheSeed(t *testing.T) {
+	a, b := NewSeed(), NewSeed()
 	for _, key := range []string{"", "a", "abcd", "10.0.0.1", "user-1234567890", strings.Repeat("x", 40)} {
-		require.NotEqual(t, hashKey(a, key), hashKey(b, key), "%q", key)
+		require.NotEqual(t, String(a, key), String(b, key), "%q", key)
 	}
 }
 
 // Keys alike but for a counter, the usual case (ids, addresses), spread
-// evenly over both halves of the hash: the low bits pick a shard, the
-// upper half is the index's tag, whose low bits pick a slot.
-func TestHashKeySpreadsSimilarKeys(t *testing.T) {
-	sd := newSeed()
+// evenly over both halves of the hash: the memory store picks a shard by
+// the low bits, and files the key in the shard's index by the upper half.
+func TestSpreadsSimilarKeys(t *testing.T) {
+	sd := NewSeed()
 	const keys, buckets = 64_000, 64
 	for _, format := range []string{"%d", "user-%d", "10.0.%d.%d", "tenant-0000000000-key-%08d"} {
 		var low, high [buckets]int
@@ -50,9 +50,9 @@ func TestHashKeySpreadsSimilarKeys(t *testing.T) {
 			} else {
 				key = fmt.Sprintf(format, i)
 			}
-			h := hashKey(sd, key)
+			h := String(sd, key)
 			low[h%buckets]++
-			high[tagOf(h)%buckets]++
+			high[(h>>32)%buckets]++
 		}
 		// Chi-squared over 63 degrees of freedom: above 120 has a chance
 		// under 1 in 100,000 for a uniform hash.
@@ -73,15 +73,15 @@ func chiSquared(counts []int, total int) float64 {
 
 var hashSink uint64
 
-// BenchmarkHashKey is the store's hash of a key against hash/maphash's,
+// BenchmarkString is the store's hash of a key against hash/maphash's,
 // each hash feeding the next key's pick (a chain, as a decision waits on
 // its hash).
-func BenchmarkHashKey(b *testing.B) {
+func BenchmarkString(b *testing.B) {
 	keys := []string{"user-1", "user-12", "user-123", "10.0.0.1", "user-1234567890", "tenant-0000000000-key-00000001"}
-	b.Run("hashKey", func(b *testing.B) {
-		sd, h := newSeed(), uint64(0)
+	b.Run("keyhash", func(b *testing.B) {
+		sd, h := NewSeed(), uint64(0)
 		for i := 0; i < b.N; i++ {
-			h += hashKey(sd, keys[(uint64(i)+h&1)%uint64(len(keys))])
+			h += String(sd, keys[(uint64(i)+h&1)%uint64(len(keys))])
 		}
 		hashSink = h
 	})

@@ -1,25 +1,30 @@
-package memory
+// Package keyhash is the memory store's hash of a key (and the bench's
+// floors that stand for the store's path): wyhash's multiply-fold over the
+// key's bytes, keyed by a random seed.
+package keyhash
 
 import (
 	"math/bits"
 	"math/rand/v2"
 )
 
-// seed keys the store's hash of keys: random per store, so that no client
-// can choose keys that collide in another process's index.
-type seed struct{ a, b uint64 }
+// Seed keys the hash: random (NewSeed), so that no client can choose keys
+// that collide in another process's index.
+type Seed struct{ a, b uint64 }
 
-func newSeed() seed { return seed{rand.Uint64(), rand.Uint64()} }
+// NewSeed is a random Seed.
+func NewSeed() Seed { return Seed{rand.Uint64(), rand.Uint64()} }
 
-// hashKey is the store's hash of a key: wyhash's multiply-fold (the hash
-// Go's runtime uses for strings on CPUs without AES) over the key's bytes,
-// keyed by sd. A key of up to 16 bytes, the common one (an address, an id),
-// is read in at most two loads, with no call. It replaces
-// hash/maphash.String, which reaches the runtime's hash through two calls
-// for every key: BenchmarkHashKey measures this one at about 0.7x its time,
-// and a decision runs 30 instructions for its hash against 67 (callgrind),
-// with the same defence against chosen collisions (a random seed).
-func hashKey(sd seed, s string) uint64 {
+// String is the hash of a key: wyhash's multiply-fold (the hash Go's
+// runtime uses for strings on CPUs without AES) over the key's bytes,
+// keyed by sd. A key of up to 16 bytes, the common one (an address, an
+// id), is read in at most two loads, with no call. The store used
+// hash/maphash.String before, which reaches the runtime's hash through two
+// calls for every key: BenchmarkString measures this one at about 0.7x its
+// time, and a memory decision runs 30 instructions for its hash against 67
+// (callgrind), with the same defence against chosen collisions (a random
+// seed).
+func String(sd Seed, s string) uint64 {
 	n := uint64(len(s))
 	var a, b uint64
 	switch {
@@ -36,9 +41,9 @@ func hashKey(sd seed, s string) uint64 {
 	return mix(sd.b^n, mix(a^sd.b, b^sd.a))
 }
 
-// hashLong is hashKey for a key of more than 16 bytes: 16 bytes a round,
+// hashLong is String for a key of more than 16 bytes: 16 bytes a round,
 // then the last 16.
-func hashLong(sd seed, s string) uint64 {
+func hashLong(sd Seed, s string) uint64 {
 	h, n := sd.a, uint64(len(s))
 	for rest := s; len(rest) > 16; rest = rest[16:] {
 		h = mix(load64(rest)^sd.b, load64(rest[8:])^h)
