@@ -77,8 +77,8 @@ func ours(name string, alg ratelimit.Algorithm, store func() (backend.Store, fun
 }
 
 // memoryMakers are the in-process limiters: this library's memory store
-// under each algorithm, the peers' in-memory stores, and five floor rows
-// (floor.go, floordecision.go, floorduties.go).
+// under each algorithm, the peers' in-memory stores, and six floor rows
+// (floor.go, floordecision.go, floorduties.go, floorlog.go).
 func memoryMakers() []maker {
 	newMemory := func() (backend.Store, func(), error) {
 		s, err := memory.New()
@@ -100,6 +100,7 @@ func memoryMakers() []maker {
 		keyLockFloor(),
 		decisionFloor(),
 		dutiesFloor(),
+		logFloor(),
 	)
 }
 

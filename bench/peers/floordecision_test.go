@@ -10,10 +10,11 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/backend"
 	"github.com/ratelimit-go/ratelimit/backend/memory"
+	"github.com/ratelimit-go/ratelimit/internal/keyhash"
 )
 
 // The floors that answer a Decision answer as Limiter.Allow on the memory
-// store under GCRA: the same admissions, counts and limits, and times on
+// store, under GCRA and a sliding log: the same admissions, counts and limits, and times on
 // their own clocks that agree with the Limiter's to within the time the
 // calls took (a reset time rests on when the calls before it were made).
 // A floor that answered less would bound nothing.
@@ -21,7 +22,7 @@ func TestTheDecisionFloorsAnswerAsTheLimiter(t *testing.T) {
 	for _, p := range []struct {
 		limit  int
 		window time.Duration
-	}{{5, time.Hour}, {3, 90 * time.Millisecond}, {7, 24 * time.Hour}} {
+	}{{5, time.Hour}, {3, 10 * time.Minute}, {7, 24 * time.Hour}} { // nothing drains between two calls
 		store, err := memory.New()
 		require.NoError(t, err)
 		defer store.Close()
@@ -37,24 +38,34 @@ func TestTheDecisionFloorsAnswerAsTheLimiter(t *testing.T) {
 				require.NoError(t, duties.allowTo(context.Background(), key, 1, d))
 			},
 		}
-		began := time.Now()
-		for i := range p.limit + 3 {
-			want, err := l.Allow(context.Background(), "k")
-			require.NoError(t, err)
-			for name, decide := range floors {
-				var got ratelimit.Decision
-				decide("k", &got)
-				spread := time.Since(began) + 2*time.Microsecond // and a µs of rounding each
-				msg := []any{"%s, %d per %v, call %d: %+v against %+v", name, p.limit, p.window, i, got, want}
-				require.Equal(t, want.Allowed, got.Allowed, msg...)
-				require.Equal(t, want.Limit, got.Limit, msg...)
-				require.Equal(t, want.Count, got.Count, msg...)
-				require.Equal(t, want.Remaining, got.Remaining, msg...)
-				require.Equal(t, want.Source, got.Source, msg...)
-				require.WithinDuration(t, want.At, got.At, spread, msg...)
-				require.WithinDuration(t, want.ResetAt, got.ResetAt, spread, msg...)
-				require.InDelta(t, want.RetryAfter, got.RetryAfter, float64(spread), msg...)
-			}
+		check(t, l, floors, p.limit)
+		logs, err := ratelimit.New(store, ratelimit.NewPolicy(ratelimit.SlidingWindow, p.limit, p.window), ratelimit.WithPrefix("logs:"))
+		require.NoError(t, err)
+		check(t, logs, map[string]func(string, *ratelimit.Decision){"a sliding log": newLogFloor(p.limit, p.window).decide}, p.limit)
+	}
+}
+
+// check calls l and each floor in turn on one key, limit+3 times, and
+// checks that they answer alike.
+func check(t *testing.T, l *ratelimit.Limiter, floors map[string]func(key string, d *ratelimit.Decision), limit int) {
+	t.Helper()
+	began := time.Now()
+	for i := range limit + 3 {
+		want, err := l.Allow(context.Background(), "k")
+		require.NoError(t, err)
+		for name, decide := range floors {
+			var got ratelimit.Decision
+			decide("k", &got)
+			spread := time.Since(began) + 2*time.Microsecond // and a µs of rounding each
+			msg := []any{"%s, %v, call %d: %+v against %+v", name, l.Policy(), i, got, want}
+			require.Equal(t, want.Allowed, got.Allowed, msg...)
+			require.Equal(t, want.Limit, got.Limit, msg...)
+			require.Equal(t, want.Count, got.Count, msg...)
+			require.Equal(t, want.Remaining, got.Remaining, msg...)
+			require.Equal(t, want.Source, got.Source, msg...)
+			require.WithinDuration(t, want.At, got.At, spread, msg...)
+			require.WithinDuration(t, want.ResetAt, got.ResetAt, spread, msg...)
+			require.InDelta(t, want.RetryAfter, got.RetryAfter, float64(spread), msg...)
 		}
 	}
 }
@@ -87,4 +98,26 @@ func TestTheDutiesFloorKeepsItsDuties(t *testing.T) {
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	require.ErrorIs(t, f.allowTo(canceled, "k", 1, &d), context.Canceled)
+}
+
+// A key whose hash another key holds has a state of its own: the duties
+// floor files states under the key's hash alone, as the store's index does,
+// and compares the key.
+func TestTheDutiesFloorKeepsCollidingKeysApart(t *testing.T) {
+	rule, err := backend.NewRule(backend.GCRA, 2, time.Hour, 2, time.Hour, "floor:")
+	require.NoError(t, err)
+	s := newDutiesStore(rule, 1000)
+	f := &dutiesFront{rule: rule, store: s}
+	h := keyhash.String(s.seed, "k")
+	other := &dutiesState{key: "other", unit: s.unit, drain: s.drain}
+	s.shards[h%64].states[h] = other // "other" under k's hash, as if they collided
+	ctx := context.Background()
+	for i := range 3 {
+		var d ratelimit.Decision
+		require.NoError(t, f.allowTo(ctx, "k", 1, &d))
+		require.Equal(t, i < 2, d.Allowed, "call %d", i)
+		require.Equal(t, min(i+1, 2), d.Count, "call %d", i)
+	}
+	require.Zero(t, other.level, "the other key's state is untouched")
+	require.Same(t, other, s.shards[h%64].states[h])
 }

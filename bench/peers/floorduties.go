@@ -82,25 +82,32 @@ type dutiesStore struct {
 	shards             [64]dutiesShard
 }
 
+// dutiesShard files each key's state under the key's one hash (the shard
+// is its low bits), as the store's index does: a Go map keyed by the
+// string would hash the key a second time. A key whose hash another key
+// holds is kept in others.
 type dutiesShard struct {
 	mu     sync.Mutex
-	states map[string]*dutiesState
-	_      [48]byte
+	states map[uint64]*dutiesState
+	others map[string]*dutiesState
+	_      [40]byte
 }
 
 // dutiesState is a key's bucket (at, level, under unit and drain), when it
-// may be dropped, and whether it was used since the sweep passed: 64 bytes.
+// may be dropped, whether it was used since the sweep passed, and its key:
+// 64 bytes.
 type dutiesState struct {
 	at, level, unit, drain, expireAt int64
+	key                              string
 	used                             bool
-	_                                [23]byte
+	_                                [7]byte
 }
 
 func newDutiesStore(rule *backend.Rule, maxKeys int64) *dutiesStore {
 	start, r := time.Now(), rule.Rate()
 	s := &dutiesStore{rule: rule, seed: keyhash.NewSeed(), start: start, startMicros: start.UnixMicro(), burst: r.Burst, unit: r.Unit, drain: r.Drain, retain: rule.Retain(), max: maxKeys / 64}
 	for i := range s.shards {
-		s.shards[i].states = map[string]*dutiesState{}
+		s.shards[i].states, s.shards[i].others = map[uint64]*dutiesState{}, map[string]*dutiesState{}
 	}
 	return s
 }
@@ -112,23 +119,40 @@ func (s *dutiesStore) Take(ctx context.Context, req backend.Request) (out backen
 	if req.Rule != s.rule || req.Cost < 1 || req.Cost > s.burst || req.Now != 0 || req.Key == "" || len(req.Key) > backend.MaxKeyLen {
 		return out, errFloorArgs
 	}
-	sh := &s.shards[keyhash.String(s.seed, req.Key)%64]
+	h := keyhash.String(s.seed, req.Key)
+	sh := &s.shards[h%64]
 	now := s.startMicros + int64(time.Since(s.start)/time.Microsecond)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.states[req.Key]
-	if st == nil {
-		if int64(len(sh.states)) >= s.max {
-			for k := range sh.states { // any key: the bound's cold path
-				delete(sh.states, k)
-				break
-			}
-		}
-		st = &dutiesState{unit: s.unit, drain: s.drain}
-		sh.states[req.Key] = st
+	st := sh.states[h]
+	if st == nil || st.key != req.Key {
+		st = s.enter(sh, h, req.Key, st)
 	}
 	s.take(st, now, req.Cost, &out)
 	return out, nil
+}
+
+// enter is key's state in sh, made if new: the bound's and a collision's
+// cold path. held is the state under key's hash h, of another key.
+func (s *dutiesStore) enter(sh *dutiesShard, h uint64, key string, held *dutiesState) *dutiesState {
+	if held != nil {
+		if st := sh.others[key]; st != nil {
+			return st
+		}
+	}
+	if int64(len(sh.states)+len(sh.others)) >= s.max {
+		for k := range sh.states { // any key
+			delete(sh.states, k)
+			break
+		}
+	}
+	st := &dutiesState{unit: s.unit, drain: s.drain, key: key}
+	if held != nil {
+		sh.others[key] = st
+	} else {
+		sh.states[h] = st
+	}
+	return st
 }
 
 // take is the store's GCRA on st at now (algorithm.Bucket's arithmetic).

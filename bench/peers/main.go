@@ -2,7 +2,7 @@
 // keys and load, and prints each one's time per decision with its ratio to a
 // peer's:
 //
-//	go run ./bench/peers                     # in-process stores: ratelimit's memory store, sethvargo/go-limiter, x/time/rate, ulule/limiter, five floors (floor.go, floordecision.go, floorduties.go)
+//	go run ./bench/peers                     # in-process stores: ratelimit's memory store, sethvargo/go-limiter, x/time/rate, ulule/limiter, six floors (floor*.go)
 //	go run ./bench/peers -backend all        # also Redis: ratelimit's go-redis and valkey-go backends, go-redis/redis_rate, ulule/limiter (starts a throwaway server)
 //	go run ./bench/peers -backend network -addr 127.0.0.1:6379 -json
 //	go run ./bench/peers -scripts -rounds 10    # the scripts' own server time, beside redis_rate's (see scripts.go)
