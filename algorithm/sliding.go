@@ -139,11 +139,20 @@ func firstAfter(e []Entry, t int64) int {
 // frontScan is how many of the oldest entries firstAfter reads one by one.
 const frontScan = 4
 
+// compactAt: a full buffer is compacted when at least 1/compactAt of it
+// was pruned, and grown otherwise.
+const compactAt = 4
+
 // insert records an entry of cost n at now, after every other (retime has
 // brought them to now at the latest).
 func (l *Log) insert(now, n int64) {
-	if len(l.buf) == cap(l.buf) && l.head > 0 {
-		// Reuse the pruned front before growing the buffer.
+	if len(l.buf) == cap(l.buf) && l.head > 0 && l.head >= cap(l.buf)/compactAt {
+		// Reuse the pruned front before growing the buffer, once it is a
+		// quarter of it: a buffer that a window's entries filled was
+		// copied whole on every admission that pruned one
+		// (BenchmarkLogAtItsBuffersSize). An append copies at most three
+		// entries so, on average, and a buffer grows only when more than
+		// three quarters of it are in use.
 		k := copy(l.buf, l.buf[l.head:])
 		l.buf, l.head = l.buf[:k], 0
 	}

@@ -20,7 +20,10 @@
 // bytes with the index, beside the key's own bytes; a key being denied
 // about 100 more, a log's 250: its copy and its slots). The worst case is
 // therefore about MaxKeys*380 bytes plus MaxEntries*16 bytes: 38 MB plus
-// 160 MB with the defaults, and the keys. A background sweeper drops keys
+// 160 MB with the defaults, and the keys; a log's buffer has room beyond
+// its entries (it grows when more than three quarters are in use, by
+// append's steps): at most 1.7 times as many in all for a log of more
+// than 256 entries, 2.7 for a smaller one. A background sweeper drops keys
 // whose state has expired (its life, or the Limiter's retention, has
 // passed since its last write, on the store's clock), which loses nothing.
 //

@@ -1,0 +1,28 @@
+package algorithm
+
+import "testing"
+
+// BenchmarkLogAtItsBuffersSize is a log whose window holds as many entries
+// as its buffer, each admission pruning one: a steady caller at its limit
+// of 64 (a power of two, the size append grows a buffer to). A buffer
+// compacted whenever it was full copied the window's 63 other entries on
+// every admission.
+func BenchmarkLogAtItsBuffersSize(b *testing.B) {
+	const limit, window = 64, 64_000 // µs: an entry a ms
+	r := NewRate(limit, window, 0)
+	var l Log
+	var out Outcome
+	now := int64(1)
+	for range limit { // the window full, the buffer at its size
+		l.TakeTo(now, &r, 1, &out)
+		now += window / limit
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l.TakeTo(now, &r, 1, &out)
+		if out.RetryAfter != 0 {
+			b.Fatal("denied at a steady rate within the limit")
+		}
+		now += window / limit
+	}
+}
