@@ -43,34 +43,39 @@ func (l *Log) Peek(now int64, r Rate, n int64) (out Outcome) {
 func (l *Log) decide(now int64, r *Rate, n int64, record bool, out *Outcome) Effect {
 	now = l.keyTime(now)
 	cutoff := now - r.Window // an entry at t is in the window while t > cutoff
-	changed, first := false, 0
-	e := l.buf[l.head:]
-	if record { // what is left after the pruning is in the window
-		changed = l.retime(now)
-		changed = l.prune(cutoff) || changed
-		e = l.buf[l.head:]
-	} else { // a peek skips what a Take would prune
-		first = firstAfter(e, cutoff)
+	if !record {
+		// A peek skips what a Take would prune, and writes nothing.
+		first := firstAfter(l.buf[l.head:], cutoff)
+		count := l.total
+		for _, x := range l.buf[l.head : l.head+first] {
+			count -= x.Cost
+		}
+		answer(now, r, n, count, l.buf[l.head+first:], out)
+		return Effect{}
 	}
-	count := l.total
-	for _, x := range e[:first] {
-		count -= x.Cost
+	changed := l.retime(now)
+	changed = l.prune(cutoff) || changed
+	count := l.total       // what the pruning left is in the window
+	if n > r.Limit-count { // a denial writes nothing but the pruning
+		answer(now, r, n, count, l.buf[l.head:], out)
+		return Effect{Changed: changed}
 	}
-	e = e[first:]
+	l.insert(now, n)
+	out.set(count+n, min(l.buf[l.head].At, now)+r.Window, now)
+	return Effect{Life: r.Window, Changed: true} // the new entry is the newest
+}
+
+// answer writes to out the decision on a request of cost n at now that
+// records nothing (a peek, a denial), the window holding count in its
+// entries e.
+func answer(now int64, r *Rate, n, count int64, e []Entry, out *Outcome) {
 	out.set(count, now, now)
-	eff := Effect{Changed: changed}
 	if n > r.Limit-count {
 		out.deny(retryAfter(e, count+n-r.Limit, now, r.Window))
-	} else if record {
-		l.insert(now, n)
-		e = l.buf[l.head+first:]
-		out.Count = out.Count + n
-		eff = Effect{Life: r.Window, Changed: true} // the new entry is the newest
 	}
 	if len(e) > 0 {
 		out.ResetAt = min(e[0].At, now) + r.Window
 	}
-	return eff
 }
 
 // retryAfter is how long until the entry holding the k-th oldest unit of e
@@ -105,18 +110,23 @@ func (l *Log) retime(now int64) bool {
 }
 
 // prune drops the entries at or before cutoff, and reports whether it
-// dropped any.
+// dropped any. It reads them one by one from the oldest, as it subtracts
+// each one's cost from the total anyway: a search first (firstAfter) cost
+// an admitting log a call and a fifth more of its own instructions.
 func (l *Log) prune(cutoff int64) bool {
-	e := l.buf[l.head:]
-	k := firstAfter(e, cutoff)
-	for _, x := range e[:k] {
-		l.total -= x.Cost
+	h := l.head
+	for h < len(l.buf) && l.buf[h].At <= cutoff {
+		l.total -= l.buf[h].Cost
+		h++
 	}
-	l.head += k
-	if l.head == len(l.buf) {
+	if h == l.head {
+		return false
+	}
+	l.head = h
+	if h == len(l.buf) {
 		l.buf, l.head = l.buf[:0], 0
 	}
-	return k > 0
+	return true
 }
 
 // firstAfter is the index of the first entry later than t.
