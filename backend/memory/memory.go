@@ -22,8 +22,8 @@
 // therefore about MaxKeys*380 bytes plus MaxEntries*16 bytes: 38 MB plus
 // 160 MB with the defaults, and the keys; a log's buffer has room beyond
 // its entries (it grows when more than three quarters are in use, by
-// append's steps): at most 1.7 times as many in all for a log of more
-// than 256 entries, 2.7 for a smaller one. A background sweeper drops keys
+// append's steps): at most about 2.7 times its entries, nearer 1.7 for a
+// log of many thousands. A background sweeper drops keys
 // whose state has expired (its life, or the Limiter's retention, has
 // passed since its last write, on the store's clock), which loses nothing.
 //
