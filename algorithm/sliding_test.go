@@ -26,3 +26,33 @@ func BenchmarkLogAtItsBuffersSize(b *testing.B) {
 		now += window / limit
 	}
 }
+
+// A steady caller at a limit of 64, each admission pruning one entry, has
+// its buffer compacted now and then, not on every admission: a full
+// buffer was compacted whenever anything was pruned, copying the window's
+// 63 other entries each time.
+func TestALogAtItsBuffersSizeIsNotCopiedOnEveryAdmission(t *testing.T) {
+	const limit, window, admissions = 64, 64_000, 1000
+	r := NewRate(limit, window, 0)
+	var l Log
+	var out Outcome
+	now := int64(1)
+	compactions := 0
+	for i := range limit + admissions {
+		first := int64(0) // the buffer's first slot: it changes when the entries are moved
+		if len(l.buf) > 0 {
+			first = l.buf[0].At
+		}
+		l.TakeTo(now, &r, 1, &out)
+		if out.RetryAfter != 0 {
+			t.Fatalf("admission %d denied at a steady rate within the limit", i)
+		}
+		if i >= limit && l.buf[0].At != first {
+			compactions++
+		}
+		now += window / limit
+	}
+	if compactions > admissions/10 {
+		t.Fatalf("%d compactions in %d admissions", compactions, admissions)
+	}
+}
