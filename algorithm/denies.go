@@ -62,10 +62,13 @@ const logDenialEntries = 8
 func (l *Log) Denial() LogDenial {
 	e := l.buf[l.head:]
 	d := LogDenial{total: l.total}
-	d.n = copy(d.oldest[:], e)
-	d.more = len(e) > d.n
-	if len(e) > 0 {
-		d.newest = e[len(e)-1].At
+	i := 0
+	for ; i < len(e) && d.n < len(d.oldest); d.n++ {
+		d.oldest[d.n], i = entryAt(e, i)
+	}
+	d.more = i < len(e)
+	if l.n > 0 {
+		d.newest = l.newest()
 	}
 	return d
 }
@@ -84,7 +87,10 @@ func (d *LogDenial) DeniesTo(now int64, r *Rate, n int64, out *Outcome) bool {
 	}
 	cutoff := now - r.Window
 	e := d.oldest[:d.n]
-	first := firstAfter(e, cutoff)
+	first := 0 // the first entry later than cutoff
+	for first < len(e) && e[first].At <= cutoff {
+		first++
+	}
 	if first == d.n && d.more {
 		return false // every entry held has left: the count is not known
 	}

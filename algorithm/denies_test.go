@@ -70,7 +70,7 @@ func TestALogDenialDeniesAsTheLogWould(t *testing.T) {
 		now, r, n := w.next(3)
 		d := l.Denial()
 		whole := l.Len() <= logDenialEntries
-		fromTheFuture := l.Len() > 0 && l.buf[len(l.buf)-1].At > l.keyTime(now)
+		fromTheFuture := l.Len() > 0 && l.newest() > l.keyTime(now)
 		before, err := l.MarshalBinary()
 		require.NoError(t, err)
 		var denied Outcome
@@ -80,7 +80,7 @@ func TestALogDenialDeniesAsTheLogWould(t *testing.T) {
 		require.Equal(t, before, after, "call %d: DeniesTo wrote the log", i)
 
 		var kept []Entry // what a Take that only prunes leaves
-		for _, x := range l.buf[l.head:] {
+		for _, x := range l.entries() {
 			if x.At > l.keyTime(now)-r.Window {
 				kept = append(kept, x)
 			}
@@ -89,7 +89,7 @@ func TestALogDenialDeniesAsTheLogWould(t *testing.T) {
 		switch {
 		case denies:
 			require.Equal(t, took, denied, "call %d: DeniesTo's outcome against the Take's", i)
-			require.Equal(t, kept, l.buf[l.head:], "call %d: the Take did more than prune", i)
+			require.Equal(t, kept, l.entries(), "call %d: the Take did more than prune", i)
 			seen["denied"]++
 		case whole && !took.Allowed() && !fromTheFuture:
 			t.Fatalf("call %d: the copy held the whole log and declined a Take's denial %+v", i, took)

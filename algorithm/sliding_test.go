@@ -41,13 +41,13 @@ func TestALogAtItsBuffersSizeIsNotCopiedOnEveryAdmission(t *testing.T) {
 	for i := range limit + admissions {
 		first := int64(0) // the buffer's first slot: it changes when the entries are moved
 		if len(l.buf) > 0 {
-			first = l.buf[0].At
+			first = l.buf[0]
 		}
 		l.TakeTo(now, &r, 1, &out)
 		if out.RetryAfter != 0 {
 			t.Fatalf("admission %d denied at a steady rate within the limit", i)
 		}
-		if i >= limit && l.buf[0].At != first {
+		if i >= limit && l.buf[0] != first {
 			compactions++
 		}
 		now += window / limit
@@ -55,4 +55,16 @@ func TestALogAtItsBuffersSizeIsNotCopiedOnEveryAdmission(t *testing.T) {
 	if compactions > admissions/10 {
 		t.Fatalf("%d compactions in %d admissions", compactions, admissions)
 	}
+}
+
+// entries is what l holds, oldest first.
+func (l *Log) entries() []Entry {
+	var es []Entry
+	e := l.buf[l.head:]
+	for i := 0; i < len(e); {
+		var x Entry
+		x, i = entryAt(e, i)
+		es = append(es, x)
+	}
+	return es
 }

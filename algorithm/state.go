@@ -84,10 +84,12 @@ func (b *Bucket) UnmarshalBinary(data []byte) error {
 // its cost.
 func (l Log) MarshalBinary() ([]byte, error) {
 	e := l.buf[l.head:]
-	ints := make([]int64, 0, 1+2*len(e))
-	ints = append(ints, int64(len(e)))
+	ints := make([]int64, 0, 1+2*l.n)
+	ints = append(ints, int64(l.n))
 	prev := int64(0)
-	for _, x := range e {
+	for i := 0; i < len(e); {
+		var x Entry
+		x, i = entryAt(e, i)
 		ints = append(ints, x.At-prev, x.Cost)
 		prev = x.At
 	}
@@ -105,7 +107,7 @@ func (l *Log) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("%w: Log: entry count", ErrBadState)
 	}
 	rest = rest[k:]
-	e := make([]Entry, 0, n)
+	e := make([]int64, 0, n)
 	total, at := int64(0), int64(0)
 	for i := int64(0); i < n; i++ {
 		delta, k1 := binary.Varint(rest)
@@ -118,13 +120,15 @@ func (l *Log) UnmarshalBinary(data []byte) error {
 		}
 		rest = rest[k1+k2:]
 		at += delta
-		e = append(e, Entry{At: at, Cost: cost})
+		if e = append(e, at); cost != 1 {
+			e = append(e, -cost)
+		}
 		total += cost
 	}
 	if len(rest) != 0 {
 		return fmt.Errorf("%w: Log: %d bytes past the entries", ErrBadState, len(rest))
 	}
-	*l = Log{buf: e, total: total}
+	*l = Log{buf: e, n: int(n), total: total}
 	return nil
 }
 

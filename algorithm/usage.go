@@ -1,7 +1,5 @@
 package algorithm
 
-import "sort"
-
 // Charge and Undo: usage known only afterwards, and an admission given
 // back (the rules are in the package documentation).
 
@@ -113,15 +111,20 @@ func (l *Log) Charge(now int64, r Rate, n int64) (Outcome, Effect) {
 	keep := r.Limit + 1         // a count past the limit says so
 	l.insert(now, min(n, keep)) // more would be dropped at once
 	for excess := l.total - keep; excess > 0; {
-		x := &l.buf[l.head] // the oldest; the newest, n's, holds at most keep
+		// The oldest entry; the newest, n's, holds at most keep.
+		x, next := entryAt(l.buf, l.head)
 		if x.Cost > excess {
-			x.Cost -= excess
 			l.total -= excess
+			if x.Cost-excess == 1 { // one word: the time moves onto the cost's
+				l.buf[next-1], l.head = x.At, next-1
+			} else {
+				l.buf[next-1] = -(x.Cost - excess)
+			}
 			break
 		}
 		excess -= x.Cost
 		l.total -= x.Cost
-		l.head++
+		l.head, l.n = next, l.n-1
 	}
 	return charged(l.Peek(now, r, 1), fit), Effect{Life: l.Life(now, r), Changed: true}
 }
@@ -133,23 +136,43 @@ func (l *Log) Undo(now, at int64, r Rate, n int64) (Outcome, Effect) {
 	changed := l.retime(now)
 	changed = l.prune(now-r.Window) || changed
 	e := l.buf[l.head:]
-	i := sort.Search(len(e), func(i int) bool { return e[i].At > at }) // after the entries at at
-	j := i
-	for ; j > 0 && e[j-1].At == at && n > 0; j-- {
-		took := min(e[j-1].Cost, n)
-		e[j-1].Cost -= took
-		l.total -= took
-		n -= took
+	i := firstAfter(e, at) // the words after the entries at at
+	// The entries at at that give n back, newest first: e[j:i].
+	j, give, had := i, int64(0), 0
+	for j > 0 && give < n {
+		k := j - 1
+		if e[k] < 0 {
+			k--
+		}
+		if e[k] != at {
+			break
+		}
+		x, _ := entryAt(e, k)
+		give, j, had = give+x.Cost, k, had+1
+	}
+	if j < i {
+		// What they keep stays in the oldest of them, in order: the
+		// newest give theirs first. Written over them (no more words
+		// than they held), then the entries after them.
+		keep := max(give-n, 0)
+		l.total -= give - keep
+		w, kept := j, 0
+		for k := j; k < i && keep > 0; {
+			x, next := entryAt(e, k)
+			c := min(x.Cost, keep)
+			keep, kept = keep-c, kept+1
+			e[w] = at
+			if w++; c != 1 {
+				e[w] = -c
+				w++
+			}
+			k = next
+		}
+		tail := copy(e[w:], e[i:])
+		l.buf = l.buf[:l.head+w+tail]
+		l.n -= had - kept
 		changed = true
 	}
-	kept := j
-	for k := j; k < len(e); k++ { // drop the entries given back whole
-		if e[k].Cost > 0 {
-			e[kept] = e[k]
-			kept++
-		}
-	}
-	l.buf = l.buf[:l.head+kept]
 	if l.head == len(l.buf) {
 		l.buf, l.head = l.buf[:0], 0
 	}
