@@ -2,6 +2,8 @@ package memory_test
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -92,4 +94,83 @@ func BenchmarkLayers(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAdmitManyKeys is bench/peers' admitting cell on a manual clock,
+// so that what each key holds does not follow the machine's speed: 1,000
+// keys in turn, each at 10,000 per 10ms, the clock stepping 80ns a call,
+// so that a sliding log holds 125 entries a key, 125,000 in all (more than
+// a core's caches), and every call prunes the oldest and admits one.
+func BenchmarkAdmitManyKeys(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "key" + strconv.Itoa(i)
+	}
+	for _, alg := range backend.Algorithms() {
+		b.Run(alg.String(), func(b *testing.B) {
+			s, err := memory.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now()
+			l, _ := ratelimit.New(s, ratelimit.NewPolicy(alg, 10_000, 10*time.Millisecond), ratelimit.WithCallerClock(func() time.Time {
+				now = now.Add(80 * time.Nanosecond)
+				return now
+			}))
+			ctx := context.Background()
+			for i := range 125 * len(keys) { // the logs filled
+				_, _ = l.Allow(ctx, keys[i%len(keys)])
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				d, err := l.Allow(ctx, keys[i%len(keys)])
+				if err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLogBytes reports the heap a memory store's sliding logs take a
+// request in the window (B/entry): 1,000 keys holding 1,000 requests each,
+// of cost 1 and of cost 2, everything the store holds counted (the keys'
+// records, their buffers' spare room).
+func BenchmarkLogBytes(b *testing.B) {
+	for _, cost := range []int{1, 2} {
+		b.Run("cost-"+strconv.Itoa(cost), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.ReportMetric(logBytes(b, cost), "B/entry")
+			}
+		})
+	}
+}
+
+func logBytes(b *testing.B, cost int) float64 {
+	const keys, each = 1000, 1000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, err := memory.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	l, _ := ratelimit.New(s, ratelimit.NewPolicy(backend.SlidingWindow, 2*each, time.Hour), ratelimit.WithCallerClock(func() time.Time {
+		now = now.Add(time.Microsecond)
+		return now
+	}))
+	ctx := context.Background()
+	for i := range keys * each {
+		if d, err := l.AllowN(ctx, "key"+strconv.Itoa(i%keys), cost); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	return float64(after.HeapAlloc-before.HeapAlloc) / (keys * each)
 }

@@ -20,11 +20,11 @@
 // bytes with the index, beside the key's own bytes; a key being denied
 // about 100 more, a log's 250: its copy and its slots). The worst case is
 // therefore about MaxKeys*380 bytes plus MaxEntries*16 bytes: 38 MB plus
-// 160 MB with the defaults, and the keys (a log's buffer, grown by append
-// when over three quarters full, holds up to 2.7 times its entries). A
-// background sweeper drops keys whose state has expired (its life, or the
-// Limiter's retention, has passed since its last write, on the store's
-// clock), which loses nothing.
+// 160 MB with the defaults, and the keys; an entry of cost 1 takes half (a
+// log's buffer, grown by append when over three quarters full, holds up to
+// 2.7 times its entries). A background sweeper drops keys whose state has
+// expired (its life, or the Limiter's retention, has passed since its last
+// write, on the store's clock), which loses nothing.
 //
 // When a shard is full, a new key takes the place of an expired key if
 // there is one, else of the oldest key used only once (on probation), and

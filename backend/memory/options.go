@@ -11,7 +11,7 @@ import (
 const DefaultMaxKeys = 100_000
 
 // DefaultMaxEntries bounds the sliding-log entries a Store holds unless
-// WithMaxEntries says otherwise: 16 bytes each.
+// WithMaxEntries says otherwise: 8 bytes each (16 for a cost above 1).
 const DefaultMaxEntries = 10_000_000
 
 // DefaultSweepInterval is how often idle keys are dropped unless
@@ -37,7 +37,7 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithMaxEntries bounds the entries of the sliding logs held, over all keys
 // (default DefaultMaxEntries): an entry per admitted request still in its
-// window, 16 bytes. The bound is split over the shards like WithMaxKeys';
+// window, 8 bytes (16 for a cost above 1). The bound is split over the shards like WithMaxKeys';
 // a shard over it evicts its least recently used keys, never the one being
 // decided.
 func WithMaxEntries(n int) Option { return func(c *config) { c.maxEntries = n } }
