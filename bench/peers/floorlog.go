@@ -42,8 +42,10 @@ type logShard struct {
 }
 
 // floorLog is a key's admissions, ascending: times[head:] are in the log.
-// The buffer is compacted only when an append would grow it, as the
-// store's log is.
+// The buffer is compacted when an append would grow it and a quarter of
+// it was pruned, as the store's log is: compacted whenever its oldest
+// entry was pruned, a window as long as the buffer was copied on every
+// admission, which a floor must not pay.
 type floorLog struct {
 	times []int64
 	head  int
@@ -79,7 +81,7 @@ func (f *logFloorStore) decide(key string, d *ratelimit.Decision) {
 	}
 	count, retry := int64(len(l.times)-l.head), int64(0)
 	if count < f.limit {
-		if len(l.times) == cap(l.times) && l.head > 0 {
+		if len(l.times) == cap(l.times) && l.head > 0 && l.head >= cap(l.times)/4 {
 			l.times = l.times[:copy(l.times, l.times[l.head:])]
 			l.head = 0
 		}
