@@ -114,10 +114,13 @@ func BenchmarkAdmitManyKeys(b *testing.B) {
 			}
 			defer s.Close()
 			now := time.Now()
-			l, _ := ratelimit.New(s, ratelimit.NewPolicy(alg, 10_000, 10*time.Millisecond), ratelimit.WithCallerClock(func() time.Time {
+			l, err := ratelimit.New(s, ratelimit.NewPolicy(alg, 10_000, 10*time.Millisecond), ratelimit.WithCallerClock(func() time.Time {
 				now = now.Add(80 * time.Nanosecond)
 				return now
 			}))
+			if err != nil {
+				b.Fatal(err)
+			}
 			ctx := context.Background()
 			for i := range 125 * len(keys) { // the logs filled
 				_, _ = l.Allow(ctx, keys[i%len(keys)])
@@ -159,10 +162,13 @@ func logBytes(b *testing.B, cost int) float64 {
 	}
 	defer s.Close()
 	now := time.Now()
-	l, _ := ratelimit.New(s, ratelimit.NewPolicy(backend.SlidingWindow, 2*each, time.Hour), ratelimit.WithCallerClock(func() time.Time {
+	l, err := ratelimit.New(s, ratelimit.NewPolicy(backend.SlidingWindow, 2*each, time.Hour), ratelimit.WithCallerClock(func() time.Time {
 		now = now.Add(time.Microsecond)
 		return now
 	}))
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	for i := range keys * each {
 		if d, err := l.AllowN(ctx, "key"+strconv.Itoa(i%keys), cost); err != nil || !d.Allowed {

@@ -37,9 +37,9 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithMaxEntries bounds the entries of the sliding logs held, over all keys
 // (default DefaultMaxEntries): an entry per admitted request still in its
-// window, 8 bytes (16 for a cost above 1). The bound is split over the shards like WithMaxKeys';
-// a shard over it evicts its least recently used keys, never the one being
-// decided.
+// window, 8 bytes (16 for a cost above 1). The bound is split over the
+// shards like WithMaxKeys'; a shard over it evicts its least recently used
+// keys, never the one being decided.
 func WithMaxEntries(n int) Option { return func(c *config) { c.maxEntries = n } }
 
 // WhenFull says what a full store does with a new key.

@@ -14,9 +14,10 @@ import (
 )
 
 // The floors that answer a Decision answer as Limiter.Allow on the memory
-// store, under GCRA and a sliding log: the same admissions, counts and limits, and times on
-// their own clocks that agree with the Limiter's to within the time the
-// calls took (a reset time rests on when the calls before it were made).
+// store, under GCRA and a sliding log: the same admissions, counts and
+// limits, and times on their own clocks that agree with the Limiter's to
+// within the time the calls took (a reset time rests on when the calls
+// before it were made).
 // A floor that answered less would bound nothing.
 func TestTheDecisionFloorsAnswerAsTheLimiter(t *testing.T) {
 	for _, p := range []struct {
